@@ -1,0 +1,33 @@
+# Lahar: the two commands a user needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench fuzz clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lahar demo
+
+# pytest exits 5 when it collects no tests; that is not a failure of the suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check libs services tests
+	$(BIN)/mypy libs/lahar services/scheduler/lahar_scheduler services/cache/lahar_cache services/binder/lahar_binder services/admission/lahar_admission
+
+bench: $(STAMP)
+	$(BIN)/lahar bench scheduler --nodes 5000 --pods 50000 --tasks-per-job 10
+
+fuzz: $(STAMP)
+	LAHAR_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests/fuzz -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

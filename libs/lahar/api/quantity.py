@@ -1,0 +1,129 @@
+"""Kubernetes resource quantities, parsed with the API server's rules.
+
+A quantity is ``<sign><digits>[.<digits>][<suffix>]`` where the suffix is a binary SI
+suffix (``Ki`` .. ``Ei``), a decimal SI suffix (``m``, ``k``, ``M`` .. ``E``; ``u`` and ``n``
+too) or a decimal exponent (``e3``, ``E-2``).  Values are kept exact as ``Fraction`` so that
+``MilliValue`` and ``Value`` round up exactly as ``resource.Quantity`` does.
+
+No Python library parses quantities with exactly these rules (``kubernetes.utils.parse_quantity``
+accepts a looser grammar and returns ``Decimal`` without the API server's rounding), so this is
+written here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_GRAMMAR = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction:
+    match = _GRAMMAR.match(text)
+    if match is None:
+        raise QuantityError(f"{text!r} is not a quantity")
+    number = Fraction(match.group("num"))
+    suffix = match.group("suffix") or ""
+    if suffix in _BINARY:
+        number *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        number *= _DECIMAL[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if abs(exponent) > 64:
+            raise QuantityError(f"{text!r} is not a quantity: exponent out of range")
+        number *= Fraction(10) ** exponent
+    return -number if match.group("sign") == "-" else number
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse a quantity as YAML or JSON may carry it: a string, or a bare number."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a quantity")
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_text(value.strip())
+
+
+def milli_value(q: Fraction) -> int:
+    """``Quantity.MilliValue()``: thousandths, rounded up (away from zero for positives)."""
+    return math.ceil(q * 1000)
+
+
+def value(q: Fraction) -> int:
+    """``Quantity.Value()``: units, rounded up."""
+    return math.ceil(q)
+
+
+class Quantity:
+    """A parsed quantity that remembers the text it came from (so it round-trips)."""
+
+    __slots__ = ("amount", "text")
+
+    def __init__(self, text: str | int | float) -> None:
+        self.amount: Fraction = parse_quantity(text)
+        self.text: str | int | float = text
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and other.amount == self.amount
+
+    def __hash__(self) -> int:
+        return hash(self.amount)
+
+    @property
+    def milli(self) -> int:
+        return milli_value(self.amount)
+
+    @property
+    def units(self) -> int:
+        return value(self.amount)
+
+
+def format_quantity(amount: float, milli: bool) -> str:
+    """A readable quantity for messages: ``1500m`` → ``1.5``, bytes → ``2Gi`` where exact."""
+    if milli:
+        cores = amount / 1000
+        return f"{cores:g}" if cores == int(cores) or (amount % 1 == 0 and amount >= 1000) else f"{amount:g}m"
+    for suffix, factor in (
+        ("Ei", 2**60),
+        ("Pi", 2**50),
+        ("Ti", 2**40),
+        ("Gi", 2**30),
+        ("Mi", 2**20),
+        ("Ki", 2**10),
+    ):
+        if amount >= factor and amount % factor == 0:
+            return f"{int(amount // factor)}{suffix}"
+    return f"{amount:g}"

@@ -1,0 +1,205 @@
+"""allocate: place pending tasks, queue by queue and job by job, all-or-nothing per gang.
+
+Follows Volcano's allocate action: the best queue is popped (and dropped for the rest of the
+action if overused), its best job is popped, and that job's tasks are placed in task order until
+the job is ready.  The job's operations form one statement, committed only when the job is
+ready; a job that is only pipelined keeps its reservations for the rest of the session.
+
+Node filtering and scoring are vector operations over every node (Volcano samples a subset of
+nodes; scoring them all gives equal or better placements and costs little here).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar_scheduler.actions.base import Action
+from lahar_scheduler.framework.fiterrors import FitErrors
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
+from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.statement import Statement
+from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.nodes import IntArray
+
+S = TaskStatus
+QUEUE_GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+def filter_nodes(ssn: Session, task: TaskInfo, idx: IntArray, check_fit: bool = True) -> Filtered:
+    """Allocate's predicate: request ≤ future idle (``Insufficient <resource>``), then PredicateFn."""
+    table = ssn.nodes
+    errors = FitErrors()
+    if check_fit:
+        ok, failures = fit_failures(task.init_vec, table.future[idx], task.fit_cols, table.space.dims)
+        for f in failures:
+            errors.add(f.reason, int(f.mask.sum()))
+        errors.add_nodes(int((~ok).sum()))
+        idx = idx[ok]
+    rest = run_predicates(task, idx, ssn.predicate_callbacks(), [])
+    errors.reasons.update(rest.errors.reasons)
+    errors.add_nodes(rest.errors.nodes)
+    return Filtered(rest.passed, errors, rest.unresolvable)
+
+
+def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
+    """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
+    if len(idx) == 1:
+        return int(idx[0])
+    scores = ssn.node_order(task, idx)
+    chosen = ssn.best_node(task, idx, scores)
+    if chosen is not None:
+        return chosen
+    ties = np.flatnonzero(scores == scores.max())
+    pick = ties[ssn.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]
+    return int(idx[pick])
+
+
+def prioritize(ssn: Session, task: TaskInfo, idx: IntArray) -> int | None:
+    """Nodes where the task fits idle now come first; those that fit only future idle after."""
+    if not len(idx):
+        return None
+    table = ssn.nodes
+    cols = task.fit_cols
+    now = np.all(task.init_vec[cols] < table.idle[idx][:, cols] + 0.1, axis=1)
+    for gradient in (idx[now], idx[~now]):
+        if len(gradient):
+            return select_best(ssn, task, gradient)
+    return None
+
+
+def schedulable_tasks(job: JobInfo) -> list[TaskInfo]:
+    """Pending tasks allocate considers: not externally gated, not BestEffort."""
+    out = []
+    for t in job.tasks_in(S.PENDING):
+        gates = [g.name for g in t.pod.spec.scheduling_gates]
+        if gates and gates != [QUEUE_GATE]:
+            continue
+        if t.resreq.is_empty():
+            continue
+        out.append(t)
+    return out
+
+
+class AllocateAction(Action):
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
+        jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending():
+                if "enqueue" in ssn.enabled_actions:
+                    continue
+                job.phase = PodGroupPhase.INQUEUE
+            invalid = ssn.job_valid(job)
+            if invalid is not None:
+                d = ssn.decision(job)
+                d.outcome, d.reason = "invalid", invalid[1]
+                job.job_fit_error = invalid[1]
+                continue
+            if job.queue not in ssn.queues:
+                continue
+            tasks = schedulable_tasks(job)
+            if not tasks:
+                continue
+            if job.queue not in jobs_by_queue:
+                jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order)
+                queues.push(ssn.queues[job.queue])
+            jobs_by_queue[job.queue].push(job)
+            worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks)
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue):
+                continue
+            jobs = jobs_by_queue.get(queue.uid)
+            if jobs is None or jobs.empty():
+                continue
+            job = jobs.pop()
+            tasks = worksheets[job.uid]
+            stmt = self.allocate_job(ssn, job, queue, tasks)
+            if stmt is not None and ssn.job_ready(job):
+                stmt.commit()
+                ssn.decision(job).outcome = "allocated"
+                if len(tasks):
+                    jobs.push(job)
+            queues.push(queue)
+
+    def allocate_job(
+        self, ssn: Session, job: JobInfo, queue: QueueInfo, tasks: PriorityQueue[TaskInfo]
+    ) -> Statement | None:
+        stmt = ssn.statement()
+        decision = ssn.decision(job)
+        all_nodes = ssn.candidate_nodes()
+        while not tasks.empty():
+            task = tasks.pop()
+            if not ssn.allocatable(queue, task):
+                decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                continue
+            if task.sch_gated:
+                continue
+            if job.task_has_fit_errors(task):
+                job.fit_errors[task.uid] = FitErrors(
+                    f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
+                )
+                continue
+            err = ssn.pre_predicate(task)
+            if err is not None:
+                fe = FitErrors(err)
+                fe.add(err, len(all_nodes))
+                job.fit_errors[task.uid] = fe
+                if job.need_continue_allocating():
+                    continue
+                break
+            passed = self._nominated(ssn, task)
+            if passed is None:
+                filtered = filter_nodes(ssn, task, all_nodes)
+                decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
+                if not len(filtered.passed):
+                    job.fit_errors[task.uid] = filtered.errors
+                    if job.need_continue_allocating():
+                        continue
+                    break
+                passed = filtered.passed
+            best = prioritize(ssn, task, passed)
+            if best is None:
+                continue
+            node = ssn.node_list[best]
+            self._place(ssn, stmt, task, best)
+            decision.chosen[task.key] = node.name
+            if ssn.job_ready(job):
+                break
+        if ssn.job_ready(job):
+            return stmt
+        if ssn.job_pipelined(job):
+            decision.outcome = "pipelined"
+            return stmt
+        stmt.discard()
+        decision.outcome = "discarded"
+        return None
+
+    def _nominated(self, ssn: Session, task: TaskInfo) -> IntArray | None:
+        name = task.pod.status.nominated_node_name
+        node = ssn.nodes.by_name.get(name) if name else None
+        if node is None:
+            return None
+        cols = task.fit_cols
+        if not np.all(task.init_vec[cols] < ssn.nodes.future[node.index, cols] + 0.1):
+            return None
+        got = filter_nodes(ssn, task, np.array([node.index], dtype=np.intp), check_fit=False)
+        return got.passed if len(got.passed) else None
+
+    def _place(self, ssn: Session, stmt: Statement, task: TaskInfo, best: int) -> None:
+        table = ssn.nodes
+        node = ssn.node_list[best]
+        cols = task.fit_cols
+        if np.all(task.init_vec[cols] < table.idle[best, cols] + 0.1):
+            stmt.allocate(task, node)
+        elif np.all(task.init_vec[cols] < table.future[best, cols] + 0.1):
+            stmt.pipeline(task, node.name, False)

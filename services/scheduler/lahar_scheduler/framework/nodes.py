@@ -1,0 +1,223 @@
+"""Node state held as arrays, so predicates and scores are vector operations over all nodes.
+
+Row ``i`` of every array is node ``i``; column ``d`` is resource dimension ``space.dims[d]``.
+Volcano's accounting (``api/node_info.go``) is kept exactly:
+
+* ``used``      = Σ running/bound/binding/allocated/releasing tasks (not pipelined)
+* ``idle``      = allocatable − used
+* ``releasing`` = Σ releasing tasks
+* ``pipelined`` = Σ pipelined tasks
+* future idle   = idle + releasing − pipelined
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from lahar.api.resource import CPU, MEMORY, PODS, Resource
+from lahar_scheduler.framework.types import TaskStatus
+
+if TYPE_CHECKING:
+    from lahar.api.objects import Node, Taint
+    from lahar_scheduler.framework.jobs import TaskInfo
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.intp]
+
+
+class ResourceSpace:
+    """The resource dimensions of one snapshot: cpu, memory, pods, then scalars in name order."""
+
+    def __init__(self, scalar_names: set[str]) -> None:
+        extra = sorted(scalar_names - {CPU, MEMORY, PODS})
+        self.dims: list[str] = [CPU, MEMORY, PODS, *extra]
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.dims)}
+
+    def __len__(self) -> int:
+        return len(self.dims)
+
+    def ensure(self, name: str) -> int:
+        """Index of a dimension, adding it when first seen (arrays must then be widened)."""
+        idx = self.index.get(name)
+        if idx is None:
+            idx = len(self.dims)
+            self.dims.append(name)
+            self.index[name] = idx
+        return idx
+
+    def vector(self, r: Resource) -> FloatArray:
+        cols = [self.ensure(name) for name in r.scalars]
+        out = np.zeros(len(self.dims))
+        out[0] = r.milli_cpu
+        out[1] = r.memory
+        for col, amount in zip(cols, r.scalars.values(), strict=True):
+            out[col] = amount
+        return out
+
+    def checked_columns(self, r: Resource) -> IntArray:
+        """Columns ``LessEqual(r, ·, Zero)`` looks at: cpu, memory and every scalar present in ``r``."""
+        cols = [0, 1, *(self.index[n] for n in r.scalars)]
+        return np.array(sorted(set(cols)), dtype=np.intp)
+
+    def resource(self, row: FloatArray, present: BoolArray | None = None) -> Resource:
+        r = Resource(float(row[0]), float(row[1]))
+        for i in range(2, len(self.dims)):
+            if i < len(row) and (row[i] != 0 or (present is not None and present[i])):
+                r.scalars[self.dims[i]] = float(row[i])
+        return r
+
+
+class NodeInfo:
+    """One node: identity, labels and taints in Python; resources in the shared ``NodeTable``."""
+
+    __slots__ = ("index", "labels", "name", "node", "table", "taints", "tasks", "unschedulable")
+
+    def __init__(self, table: NodeTable, index: int, node: Node) -> None:
+        self.table = table
+        self.index = index
+        self.node = node
+        self.name = node.metadata.name
+        self.labels: dict[str, str] = node.metadata.labels
+        self.taints: list[Taint] = node.spec.taints
+        self.unschedulable = node.spec.unschedulable
+        self.tasks: dict[str, TaskInfo] = {}
+
+    def _res(self, arr: FloatArray) -> Resource:
+        return self.table.space.resource(arr[self.index], self.table.present[self.index])
+
+    @property
+    def allocatable(self) -> Resource:
+        return self._res(self.table.alloc)
+
+    @property
+    def idle(self) -> Resource:
+        return self._res(self.table.idle)
+
+    @property
+    def used(self) -> Resource:
+        return self._res(self.table.used)
+
+    @property
+    def releasing(self) -> Resource:
+        return self._res(self.table.releasing)
+
+    @property
+    def pipelined(self) -> Resource:
+        return self._res(self.table.pipelined)
+
+    def future_idle(self) -> Resource:
+        t = self.table
+        i = self.index
+        return t.space.resource(t.idle[i] + t.releasing[i] - t.pipelined[i], t.present[i])
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name})"
+
+
+class NodeTable:
+    """All nodes of a snapshot, with their resources as ``[node, dimension]`` arrays."""
+
+    def __init__(self, space: ResourceSpace, nodes: list[Node]) -> None:
+        self.space = space
+        n, d = len(nodes), len(space)
+        self.alloc = np.zeros((n, d))
+        self.present = np.zeros((n, d), dtype=bool)
+        self.infos: list[NodeInfo] = []
+        self.by_name: dict[str, NodeInfo] = {}
+        for i, node in enumerate(nodes):
+            r = Resource.from_list(node.status.allocatable)
+            self.alloc[i] = space.vector(r)
+            self.present[i, 0:2] = True
+            for name in r.scalars:
+                self.present[i, space.index[name]] = True
+            info = NodeInfo(self, i, node)
+            self.infos.append(info)
+            self.by_name[info.name] = info
+        self.used = np.zeros((n, d))
+        self.idle = self.alloc.copy()
+        self.releasing = np.zeros((n, d))
+        self.pipelined = np.zeros((n, d))
+        # idle + releasing − pipelined, kept up to date so fit checks read one array.
+        self.future = self.alloc.copy()
+        self.pod_count = np.zeros(n, dtype=np.int64)
+        # What kube-scheduler's NodeInfo sees for scoring: every pod on the node (pipelined and
+        # releasing too), by launch request, and cpu/memory with the non-zero defaults.
+        self.requested = np.zeros((n, d))
+        self.nonzero = np.zeros((n, 2))
+        self.max_pods = self.alloc[:, space.index[PODS]].copy()
+        # Bumped on every change, so callers can cache work that depends on node state.
+        self.generation = 0
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    def future_idle(self, idx: IntArray | slice = slice(None)) -> FloatArray:
+        return self.future[idx]
+
+    def add_task(self, node: NodeInfo, task: TaskInfo) -> None:
+        """NodeInfo.AddTask: account a task on a node by its status."""
+        i = node.index
+        vec = task.res_vec
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined[i] += vec
+            self.future[i] -= vec
+        else:
+            if task.status == TaskStatus.RELEASING:
+                self.releasing[i] += vec
+            else:
+                self.future[i] -= vec
+            self.used[i] += vec
+            self.idle[i] -= vec
+        self.requested[i] += task.init_vec
+        self.nonzero[i] += _nonzero(task)
+        self.pod_count[i] += 1
+        node.tasks[task.uid] = task
+        self.generation += 1
+
+    def remove_task(self, node: NodeInfo, task: TaskInfo) -> None:
+        """NodeInfo.RemoveTask: undo ``add_task`` for the task's current status."""
+        i = node.index
+        vec = task.res_vec
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined[i] -= vec
+            self.future[i] += vec
+        else:
+            if task.status == TaskStatus.RELEASING:
+                self.releasing[i] -= vec
+            else:
+                self.future[i] += vec
+            self.used[i] -= vec
+            self.idle[i] += vec
+        self.requested[i] -= task.init_vec
+        self.nonzero[i] -= _nonzero(task)
+        self.pod_count[i] -= 1
+        node.tasks.pop(task.uid, None)
+        self.generation += 1
+
+    def widen(self, width: int) -> None:
+        """Add zero columns after a new resource dimension appeared."""
+        extra = width - self.alloc.shape[1]
+        if extra <= 0:
+            return
+        pad = np.zeros((len(self.infos), extra))
+        self.alloc = np.hstack([self.alloc, pad])
+        self.used = np.hstack([self.used, pad])
+        self.idle = np.hstack([self.idle, pad])
+        self.releasing = np.hstack([self.releasing, pad])
+        self.pipelined = np.hstack([self.pipelined, pad])
+        self.future = np.hstack([self.future, pad])
+        self.requested = np.hstack([self.requested, pad])
+        self.present = np.hstack([self.present, np.zeros((len(self.infos), extra), dtype=bool)])
+
+
+DEFAULT_MILLI_CPU_REQUEST = 100.0
+DEFAULT_MEMORY_REQUEST = 200.0 * 1024 * 1024
+
+
+def _nonzero(task: TaskInfo) -> FloatArray:
+    """cpu/memory as kube-scheduler scores them: containers without a request count 100m / 200Mi."""
+    return task.nonzero_vec

@@ -1,0 +1,39 @@
+"""A binary-heap priority queue ordered by a session comparator (Volcano's util.PriorityQueue)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class _Entry(Generic[T]):
+    __slots__ = ("item", "less")
+
+    def __init__(self, item: T, less: Callable[[T, T], bool]) -> None:
+        self.item = item
+        self.less = less
+
+    def __lt__(self, other: _Entry[T]) -> bool:
+        return self.less(self.item, other.item)
+
+
+class PriorityQueue(Generic[T]):
+    def __init__(self, less: Callable[[T, T], bool], items: Iterable[T] = ()) -> None:
+        self._less = less
+        self._heap: list[_Entry[T]] = [_Entry(i, less) for i in items]
+        heapq.heapify(self._heap)
+
+    def push(self, item: T) -> None:
+        heapq.heappush(self._heap, _Entry(item, self._less))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._heap).item
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def empty(self) -> bool:
+        return not self._heap

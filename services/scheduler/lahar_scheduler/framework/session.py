@@ -1,0 +1,589 @@
+"""One scheduling session: plugins registered over a snapshot, actions run, results collected.
+
+The session mutates the snapshot it is given (task statuses, node accounting) through
+``move``.  When it closes, every change it did not commit is undone, so the snapshot is left
+as the cluster will look once the committed binds and evictions land.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lahar.api.resource import Resource
+from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
+from lahar_scheduler.framework.fiterrors import FitErrors
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
+from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
+from lahar_scheduler.framework.points import POINTS
+from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicates
+from lahar_scheduler.framework.snapshot import Snapshot, parse_time
+from lahar_scheduler.framework.types import (
+    ALLOCATED_STATUSES,
+    PodGroupPhase,
+    TaskStatus,
+    Vote,
+)
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.statement import Statement
+
+S = TaskStatus
+
+
+class Plugin:
+    """Base of every plugin: a name, typed arguments, and the two session hooks."""
+
+    name: str = ""
+
+    def __init__(self, arguments: Any) -> None:
+        self.args = arguments
+
+    def on_session_open(self, ssn: Session) -> None:
+        raise NotImplementedError
+
+    def on_session_close(self, ssn: Session) -> None:
+        return None
+
+
+@dataclass
+class EventHandler:
+    allocate: Callable[[TaskInfo], None] | None = None
+    deallocate: Callable[[TaskInfo], None] | None = None
+
+
+@dataclass
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+    transition_id: str = ""
+
+
+@dataclass
+class PodGroupUpdate:
+    phase: str
+    conditions: list[Condition]
+    running: int
+    succeeded: int
+    failed: int
+    changed: bool
+
+
+@dataclass
+class JobDecision:
+    """What the session decided for one job, for traces and explanations."""
+
+    job: str
+    queue: str
+    outcome: str = ""
+    nodes_considered: int = 0
+    chosen: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass
+class TaskReason:
+    reason: str
+    message: str
+    nominated_node: str = ""
+
+
+@dataclass
+class SessionResult:
+    binds: list[tuple[TaskInfo, str]] = field(default_factory=list)
+    evictions: list[tuple[TaskInfo, str]] = field(default_factory=list)
+    pipelined: dict[str, str] = field(default_factory=dict)
+    podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
+    queues: dict[str, Resource] = field(default_factory=dict)
+    task_reasons: dict[str, TaskReason] = field(default_factory=dict)
+    decisions: dict[str, JobDecision] = field(default_factory=dict)
+
+
+class Session:
+    """Volcano's Session: the tiers' callbacks, combined per extension point."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        conf: SchedulerConf,
+        plugin_types: dict[str, type[Plugin]],
+        *,
+        seed: int = 0,
+        uid: str = "session",
+    ) -> None:
+        self.snapshot = snapshot
+        self.conf = conf
+        self.uid = uid
+        self.rng = random.Random(seed)
+        self.now = snapshot.now
+        self.nodes: NodeTable = snapshot.nodes
+        self.node_list: list[NodeInfo] = snapshot.nodes.infos
+        self.queues: dict[str, QueueInfo] = snapshot.queues
+        self.jobs: dict[str, JobInfo] = {
+            uid: job
+            for uid, job in snapshot.jobs.items()
+            if job.podgroup is not None and job.queue in snapshot.queues
+        }
+        self.total_resource = snapshot.total_resource()
+        self.enabled_actions = frozenset(conf.actions)
+        self.result = SessionResult()
+        self._registered: dict[str, dict[str, Any]] = {name: {} for name in POINTS}
+        self._chains: dict[str, list[list[Any]]] = {}
+        self._handlers: list[EventHandler] = []
+        self._touched: dict[int, tuple[TaskInfo, TaskStatus, str]] = {}
+        self._committed: set[int] = set()
+        self._old_status: dict[str, tuple[str, list[Condition]]] = {}
+        self.conditions: dict[str, list[Condition]] = {}
+        for job in self.jobs.values():
+            job.priority = snapshot.job_priority(job)
+            job.reset_fit_errors()
+            conds = [
+                Condition(c.type, c.status, c.reason, c.message, c.transition_id)
+                for c in (job.podgroup.status.conditions if job.podgroup is not None else [])
+            ]
+            self._old_status[uid_of(job)] = (job.phase, [Condition(**vars(c)) for c in conds])
+            self.conditions[job.uid] = conds
+        self.plugins: list[Plugin] = []
+        self._plugin_types = plugin_types
+        self._option: PluginOption | None = None
+        self.job_order_key = functools.cmp_to_key(self._job_cmp)
+        self.queue_order_key = functools.cmp_to_key(self._queue_cmp)
+        self.task_order_key = functools.cmp_to_key(self._task_cmp)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> Session:
+        for tier in self.conf.tiers:
+            for opt in tier.plugins:
+                plugin = self._plugin_types[opt.name](opt.arguments)
+                self._option = opt
+                plugin.on_session_open(self)
+                self.plugins.append(plugin)
+        self._option = None
+        return self
+
+    def close(self) -> SessionResult:
+        for plugin in self.plugins:
+            plugin.on_session_close(self)
+        self._collect_pipelined()
+        self._update_job_status()
+        self._update_queue_status()
+        self._rollback_uncommitted()
+        return self.result
+
+    # -- registration ---------------------------------------------------------------------
+    def add(self, point: str, fn: Any) -> None:
+        """Register a plugin callback for an extension point (from ``on_session_open``)."""
+        if point not in POINTS:
+            raise KeyError(f"unknown extension point {point!r}")
+        if self._option is None:
+            raise RuntimeError("callbacks are registered from on_session_open")
+        self._registered[point][self._option.name] = fn
+        self._chains.pop(point, None)
+
+    def add_event_handler(self, handler: EventHandler) -> None:
+        self._handlers.append(handler)
+
+    def _chain(self, point: str) -> list[list[Any]]:
+        """Callbacks per tier, in plugin order, with the point's enable flag applied."""
+        chain = self._chains.get(point)
+        if chain is None:
+            flag = POINTS[point].flag
+            registered = self._registered[point]
+            chain = []
+            for tier in self.conf.tiers:
+                fns = [
+                    registered[opt.name]
+                    for opt in tier.plugins
+                    if opt.name in registered and (flag is None or opt.enabled(flag))
+                ]
+                chain.append(fns)
+            self._chains[point] = chain
+        return chain
+
+    def has(self, point: str) -> bool:
+        return any(self._chain(point))
+
+    def _flat(self, point: str) -> Iterable[Any]:
+        for fns in self._chain(point):
+            yield from fns
+
+    # -- combination rules ----------------------------------------------------------------
+    def _first_nonzero(self, point: str, *args: Any) -> int:
+        for fn in self._flat(point):
+            r = fn(*args)
+            if r != 0:
+                return int(r)
+        return 0
+
+    def _all(self, point: str, *args: Any) -> bool:
+        return all(fn(*args) for fn in self._flat(point))
+
+    def _any(self, point: str, *args: Any) -> bool:
+        return any(fn(*args) for fn in self._flat(point))
+
+    def _vote(self, point: str, *args: Any) -> bool:
+        for fns in self._chain(point):
+            permit = False
+            for fn in fns:
+                vote = fn(*args)
+                if vote < 0:
+                    return False
+                if vote > 0:
+                    permit = True
+            if permit:
+                return True
+        return True
+
+    def _victims(self, point: str, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Per tier, intersect the lists of plugins that did not abstain; first non-empty wins."""
+        for fns in self._chain(point):
+            victims: list[TaskInfo] | None = None
+            init = False
+            for fn in fns:
+                got, vote = fn(preemptor, candidates)
+                if vote == Vote.ABSTAIN:
+                    continue
+                if not init:
+                    victims = list(got)
+                    init = True
+                else:
+                    keep = {id(t) for t in got}
+                    assert victims is not None
+                    victims = [t for t in victims if id(t) in keep]
+                if not victims:
+                    # Volcano's quirk: an empty intersection re-seeds from the next plugin.
+                    init = False
+            if victims:
+                return victims
+        return []
+
+    # -- extension points -------------------------------------------------------------------
+    def job_order(self, left: JobInfo, right: JobInfo) -> bool:
+        return self._job_cmp(left, right) < 0
+
+    def _job_cmp(self, left: JobInfo, right: JobInfo) -> int:
+        r = self._first_nonzero("job_order", left, right)
+        if r:
+            return r
+        return _by_creation(left.creation, left.uid, right.creation, right.uid)
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> bool:
+        return self._queue_cmp(left, right) < 0
+
+    def _queue_cmp(self, left: QueueInfo, right: QueueInfo) -> int:
+        r = self._first_nonzero("queue_order", left, right)
+        if r:
+            return r
+        return _by_creation(left.creation, left.uid, right.creation, right.uid)
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> bool:
+        r = self._first_nonzero("victim_queue_order", left, right, preemptor)
+        if r:
+            return r < 0
+        return not self.queue_order(left, right)
+
+    def task_order(self, left: TaskInfo, right: TaskInfo) -> bool:
+        return self._task_cmp(left, right) < 0
+
+    def _task_cmp(self, left: TaskInfo, right: TaskInfo) -> int:
+        r = self._first_nonzero("task_order", left, right)
+        if r:
+            return r
+        return compare_task(left, right)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return self._any("overused", queue)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self._all("allocatable", queue, task)
+
+    def preemptive(self, queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
+        return self._all("preemptive", queue, tasks)
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return self._all("job_ready", job)
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote("job_pipelined", job)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for fn in self._flat("job_enqueued"):
+            fn(job)
+
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        """None when valid, else (reason, message) of the first failing plugin."""
+        for fn in self._flat("job_valid"):
+            result = fn(job)
+            if result is not None:
+                return result  # type: ignore[no-any-return]
+        return None
+
+    def job_starving(self, job: JobInfo) -> bool:
+        for fns in self._chain("job_starving"):
+            if fns:
+                return all(fn(job) for fn in fns)
+        return False
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", reclaimer, candidates)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        for fns in self._chain("victim_tasks"):
+            seen: dict[int, TaskInfo] = {}
+            for fn in fns:
+                for t in fn(tasks):
+                    seen[id(t)] = t
+            if seen:
+                return list(seen.values())
+        return []
+
+    def pre_predicate(self, task: TaskInfo) -> str | None:
+        for fn in self._flat("pre_predicate"):
+            err = fn(task)
+            if err:
+                return str(err)
+        return None
+
+    def predicate_callbacks(self) -> list[Any]:
+        return list(self._flat("predicate"))
+
+    def predicate(self, task: TaskInfo, idx: IntArray) -> Filtered:
+        """PredicateFn over many nodes at once (plugins only, no resource check)."""
+        return run_predicates(task, idx, self.predicate_callbacks(), [])
+
+    def node_order(self, task: TaskInfo, idx: IntArray) -> FloatArray:
+        """Σ of every node-order callback's scores over ``idx``."""
+        total = np.zeros(len(idx))
+        for fn in self._flat("node_order"):
+            total += fn(task, idx)
+        return total
+
+    def best_node(self, task: TaskInfo, idx: IntArray, scores: FloatArray) -> int | None:
+        for fn in self._flat("best_node"):
+            choice = fn(task, idx, scores)
+            if choice is not None:
+                return int(choice)
+        return None
+
+    # -- task moves (used by Statement and by backfill's direct allocate) ------------------
+    def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
+        """Change a task's status and node, keeping job and node accounting consistent."""
+        key = id(task)
+        if key not in self._touched:
+            self._touched[key] = (task, task.status, task.node_name)
+        job = self.snapshot.jobs.get(task.job)
+        old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        if old_node is not None and task.uid in old_node.tasks:
+            self.nodes.remove_task(old_node, task)
+        if job is not None:
+            job.update_status(task, status)
+        else:
+            task.status = status
+        task.node_name = node_name
+        new_node = self.nodes.by_name.get(node_name) if node_name else None
+        if new_node is not None and status not in (S.PENDING, S.SUCCEEDED, S.FAILED):
+            self.nodes.add_task(new_node, task)
+
+    def fire_allocate(self, task: TaskInfo) -> None:
+        for h in self._handlers:
+            if h.allocate is not None:
+                h.allocate(task)
+
+    def fire_deallocate(self, task: TaskInfo) -> None:
+        for h in self._handlers:
+            if h.deallocate is not None:
+                h.deallocate(task)
+
+    def statement(self) -> Statement:
+        from lahar_scheduler.framework.statement import Statement
+
+        return Statement(self)
+
+    def dispatch(self, task: TaskInfo) -> None:
+        """Hand an allocated task to the binder: it becomes Binding."""
+        node = task.node_name
+        self.move(task, S.BINDING, node)
+        self._committed.add(id(task))
+        self.result.binds.append((task, node))
+
+    def evict_committed(self, task: TaskInfo, reason: str) -> None:
+        self._committed.add(id(task))
+        self.result.evictions.append((task, reason))
+
+    def allocate_now(self, task: TaskInfo, node: NodeInfo) -> None:
+        """Session-level Allocate (backfill): allocate, then dispatch the job's tasks once ready."""
+        self.move(task, S.ALLOCATED, node.name)
+        self.fire_allocate(task)
+        job = self.jobs[task.job]
+        if self.job_ready(job):
+            for t in list(job.tasks_in(S.ALLOCATED)):
+                self.dispatch(t)
+
+    # -- scheduling helpers shared by actions ---------------------------------------------
+    def candidate_nodes(self) -> IntArray:
+        return np.arange(len(self.node_list), dtype=np.intp)
+
+    def record_fit_error(self, job: JobInfo, task: TaskInfo, errors: FitErrors) -> None:
+        job.fit_errors[task.uid] = errors
+
+    def update_podgroup_condition(self, job: JobInfo, cond: Condition) -> None:
+        conds = self.conditions.setdefault(job.uid, [])
+        for i, c in enumerate(conds):
+            if c.type == cond.type:
+                conds[i] = cond
+                return
+        conds.append(cond)
+
+    def decision(self, job: JobInfo) -> JobDecision:
+        d = self.result.decisions.get(job.uid)
+        if d is None:
+            d = self.result.decisions[job.uid] = JobDecision(job.uid, job.queue)
+        return d
+
+    # -- close ------------------------------------------------------------------------------
+    def _collect_pipelined(self) -> None:
+        for job in self.jobs.values():
+            for t in job.tasks_in(S.PIPELINED):
+                self.result.pipelined[t.key] = t.node_name
+
+    def _update_job_status(self) -> None:
+        for job in self.jobs.values():
+            self._task_reasons(job)
+            conds = self.conditions.get(job.uid, [])
+            unschedulable = any(
+                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid
+                for c in conds
+            )
+            phase = pod_group_phase(job, unschedulable)
+            old_phase, old_conds = self._old_status[job.uid]
+            changed = phase != old_phase or _conditions_changed(conds, old_conds)
+            self.result.podgroups[job.uid] = PodGroupUpdate(
+                phase,
+                conds,
+                len(list(job.tasks_in(S.RUNNING))),
+                len(list(job.tasks_in(S.SUCCEEDED))),
+                len(list(job.tasks_in(S.FAILED))),
+                changed,
+            )
+            job.phase = phase
+
+    def _task_reasons(self, job: JobInfo) -> None:
+        for t in job.tasks_in(S.PENDING):
+            err = job.fit_errors.get(t.uid)
+            if t.last_status == S.ALLOCATED:
+                msg = f"Pod {t.key} can possibly be assigned to {t.last_node}, once minAvailable is satisfied"
+                self.result.task_reasons[t.key] = TaskReason("Schedulable", msg)
+            elif err is not None:
+                self.result.task_reasons[t.key] = TaskReason("Unschedulable", err.error(len(self.node_list)))
+        for t in job.tasks_in(S.PIPELINED):
+            msg = (
+                f"Pod {t.key} can possibly be assigned to {t.node_name}, "
+                "once resource is released and minAvailable is satisfied"
+            )
+            nominated = t.node_name if t.eviction_occurred else ""
+            self.result.task_reasons[t.key] = TaskReason("Unschedulable", msg, nominated)
+
+    def _update_queue_status(self) -> None:
+        allocated = {name: Resource() for name in self.queues}
+        for job in self.jobs.values():
+            for status in ALLOCATED_STATUSES:
+                for t in job.tasks_in(status):
+                    allocated[job.queue].add(t.resreq)
+                    if "root" in self.queues:
+                        self._add_to_ancestors(allocated, job.queue, t.resreq)
+        self.result.queues = allocated
+
+    def _add_to_ancestors(self, allocated: dict[str, Resource], queue: str, r: Resource) -> None:
+        seen = {queue}
+        current = self.queues[queue]
+        while True:
+            parent = current.parent or "root"
+            if parent in seen or parent not in self.queues:
+                return
+            allocated[parent].add(r)
+            if parent == "root":
+                return
+            seen.add(parent)
+            current = self.queues[parent]
+
+    def _rollback_uncommitted(self) -> None:
+        """Undo what this session did but did not commit; committed binds stay assumed."""
+        for key, (task, status, node) in reversed(list(self._touched.items())):
+            if key in self._committed:
+                continue
+            if task.status != status or task.node_name != node:
+                self.move(task, status, node)
+        self._touched.clear()
+
+
+def uid_of(job: JobInfo) -> str:
+    return job.uid
+
+
+def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:
+    if lc == rc:
+        return -1 if luid < ruid else (1 if luid > ruid else 0)
+    lt, rt = parse_time(lc), parse_time(rc)
+    if lt == rt:
+        return -1 if luid < ruid else (1 if luid > ruid else 0)
+    return -1 if lt < rt else 1
+
+
+def compare_task(left: TaskInfo, right: TaskInfo) -> int:
+    """Volcano's default task order: pod-name index, then creation time, then UID."""
+    li, ri = left.index, right.index
+    if li is not None and ri is not None and li != ri:
+        return -1 if li < ri else 1
+    return _by_creation(left.creation, left.uid, right.creation, right.uid)
+
+
+def pod_group_phase(job: JobInfo, unschedulable: bool) -> str:
+    """The PodGroup phase at session close (Volcano's getPodGroupPhase)."""
+    if job.count(S.RUNNING) and unschedulable:
+        return PodGroupPhase.UNKNOWN
+    scheduled = job.scheduled_num() + job.releasing_scheduled_num()
+    completed = job.count(S.SUCCEEDED, S.FAILED)
+    if scheduled >= job.min_available:
+        return PodGroupPhase.COMPLETED if scheduled == completed else PodGroupPhase.RUNNING
+    if job.phase != PodGroupPhase.INQUEUE:
+        return PodGroupPhase.PENDING
+    return job.phase
+
+
+def _conditions_changed(new: list[Condition], old: list[Condition]) -> bool:
+    if len(new) != len(old):
+        return True
+    return any(
+        (n.type, n.status, n.reason, n.message) != (o.type, o.status, o.reason, o.message)
+        for n, o in zip(new, old, strict=True)
+    )
+
+
+__all__ = [
+    "Condition",
+    "EventHandler",
+    "Failure",
+    "JobDecision",
+    "Plugin",
+    "PodGroupUpdate",
+    "Session",
+    "SessionResult",
+    "compare_task",
+    "pod_group_phase",
+    "pod_index",
+]

@@ -1,0 +1,217 @@
+"""The scheduler's view of the cluster: jobs, tasks, nodes, queues and priority classes.
+
+A snapshot is built from plain Kubernetes objects and then kept up to date with ``upsert_*`` /
+``delete_*`` calls, so a long-running scheduler never rebuilds the world.  Sessions run over it
+and undo their own uncommitted changes when they close.  Nothing here reads a clock: ``now``
+arrives with the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import msgspec
+import numpy as np
+
+from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.api.resource import Resource
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
+from lahar_scheduler.framework.nodes import NodeTable, ResourceSpace
+from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES
+
+DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
+
+_key_encoder = msgspec.msgpack.Encoder()
+
+
+def parse_time(stamp: str | None) -> float:
+    """RFC 3339 to epoch seconds; a missing stamp is the zero time."""
+    if not stamp:
+        return 0.0
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
+    """Tasks with equal keys pass the same static predicates and get the same static scores."""
+    spec = pod.spec
+    parts = (
+        pod.metadata.namespace,
+        sorted(spec.node_selector.items()),
+        msgspec.to_builtins(spec.affinity) if spec.affinity is not None else None,
+        msgspec.to_builtins(spec.tolerations),
+        msgspec.to_builtins(spec.topology_spread_constraints),
+        [(p.host_port, p.protocol, p.host_ip) for c in spec.containers for p in c.ports if p.host_port],
+        sorted(init.scalars.items()),
+        (init.milli_cpu, init.memory, resreq.milli_cpu, resreq.memory),
+        sorted(pod.metadata.labels.items()) if spec.affinity or spec.topology_spread_constraints else None,
+    )
+    return _key_encoder.encode(parts)
+
+
+class Snapshot:
+    """Everything a session reads.  ``space`` fixes the resource dimensions of the node arrays."""
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        pods: list[Pod],
+        podgroups: list[PodGroup],
+        queues: list[Queue],
+        priority_classes: Iterable[PriorityClass] = (),
+        namespaces: Iterable[Namespace] = (),
+        *,
+        now: float = 0.0,
+        scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
+        default_queue: str = "default",
+    ) -> None:
+        self.now = now
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        names: set[str] = set()
+        for node in nodes:
+            names.update(node.status.allocatable)
+        reqs: dict[str, tuple[Resource, Resource]] = {}
+        for pod in pods:
+            pair = pod_requests(pod)
+            reqs[_pod_key(pod)] = pair
+            names.update(pair[1].scalars)
+        self.space = ResourceSpace({n for n in names if n not in ("cpu", "memory")})
+        self.nodes = NodeTable(self.space, nodes)
+        self.queues: dict[str, QueueInfo] = {}
+        for q in queues:
+            self.upsert_queue(q)
+        self.priority_classes: dict[str, PriorityClass] = {}
+        for pc in priority_classes:
+            self.priority_classes[pc.metadata.name] = pc
+        self.namespace_labels: dict[str, dict[str, str]] = {
+            ns.metadata.name: dict(ns.metadata.labels) for ns in namespaces
+        }
+        self.jobs: dict[str, JobInfo] = {}
+        for pg in podgroups:
+            self.upsert_podgroup(pg)
+        self.tasks: dict[str, TaskInfo] = {}
+        # Pods outside any job still hold node resources (other schedulers, no group).
+        self.others: dict[str, TaskInfo] = {}
+        for pod in pods:
+            self.upsert_pod(pod, reqs.get(_pod_key(pod)))
+
+    # -- queues and priority classes ---------------------------------------------------
+    def upsert_queue(self, queue: Queue) -> None:
+        info = QueueInfo(queue)
+        self.queues[info.name] = info
+        self._link_queues()
+
+    def delete_queue(self, name: str) -> None:
+        self.queues.pop(name, None)
+        self._link_queues()
+
+    def _link_queues(self) -> None:
+        for q in self.queues.values():
+            q.children = []
+        for q in self.queues.values():
+            if q.parent and q.parent in self.queues and q.parent != q.name:
+                self.queues[q.parent].children.append(q.name)
+
+    def upsert_priority_class(self, pc: PriorityClass) -> None:
+        self.priority_classes[pc.metadata.name] = pc
+
+    def delete_priority_class(self, name: str) -> None:
+        self.priority_classes.pop(name, None)
+
+    def job_priority(self, job: JobInfo) -> int:
+        """The PodGroup's PriorityClass value, else the global default's, else 0."""
+        name = job.podgroup.spec.priority_class_name if job.podgroup is not None else ""
+        pc = self.priority_classes.get(name) if name else None
+        if pc is not None:
+            return pc.value
+        for candidate in self.priority_classes.values():
+            if candidate.global_default:
+                return candidate.value
+        return 0
+
+    # -- jobs ----------------------------------------------------------------------------
+    def upsert_podgroup(self, pg: PodGroup) -> None:
+        uid = f"{pg.metadata.namespace}/{pg.metadata.name}"
+        job = self.jobs.get(uid)
+        if job is None:
+            self.jobs[uid] = JobInfo(uid, pg, self.default_queue)
+        else:
+            job.set_podgroup(pg, self.default_queue)
+
+    def delete_podgroup(self, namespace: str, name: str) -> None:
+        job = self.jobs.get(f"{namespace}/{name}")
+        if job is None:
+            return
+        job.podgroup = None
+        if not job.tasks:
+            del self.jobs[job.uid]
+
+    # -- pods ----------------------------------------------------------------------------
+    def _is_ours(self, pod: Pod) -> bool:
+        return pod.spec.scheduler_name in self.scheduler_names
+
+    def upsert_pod(self, pod: Pod, reqs: tuple[Resource, Resource] | None = None) -> TaskInfo | None:
+        key = _pod_key(pod)
+        self.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
+        ours = self._is_ours(pod)
+        if not pod.spec.node_name and not ours:
+            return None
+        resreq, init = reqs if reqs is not None else pod_requests(pod)
+        job_id = f"{pod.metadata.namespace}/{group}" if group and ours else ""
+        task = TaskInfo(pod, job_id, resreq, init)
+        self._vectorise(task)
+        if job_id:
+            job = self.jobs.get(job_id)
+            if job is None:
+                job = self.jobs[job_id] = JobInfo(job_id, None, self.default_queue)
+            job.add_task(task)
+            self.tasks[key] = task
+        else:
+            self.others[key] = task
+        node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        if node is not None and task.status not in TERMINAL_STATUSES:
+            self.nodes.add_task(node, task)
+        return task
+
+    def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
+        key = f"{namespace}/{name}"
+        task = self.tasks.pop(key, None) or self.others.pop(key, None)
+        if task is None:
+            return None
+        node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        if node is not None and task.uid in node.tasks:
+            self.nodes.remove_task(node, task)
+        if task.job:
+            job = self.jobs.get(task.job)
+            if job is not None:
+                job.remove_task(task)
+                if not job.tasks and job.podgroup is None:
+                    del self.jobs[job.uid]
+        return task
+
+    def _vectorise(self, task: TaskInfo) -> None:
+        width = len(self.space)
+        task.res_vec = self.space.vector(task.resreq)
+        task.init_vec = self.space.vector(task.init_resreq)
+        if len(self.space) != width:
+            self.nodes.widen(len(self.space))
+            for t in (*self.tasks.values(), *self.others.values()):
+                t.res_vec = np.pad(t.res_vec, (0, len(self.space) - len(t.res_vec)))
+                t.init_vec = np.pad(t.init_vec, (0, len(self.space) - len(t.init_vec)))
+            task.res_vec = self.space.vector(task.resreq)
+            task.init_vec = self.space.vector(task.init_resreq)
+        task.fit_cols = self.space.checked_columns(task.init_resreq)
+        task.template_key = template_key(task.pod, task.resreq, task.init_resreq)
+
+    def total_resource(self) -> Resource:
+        """Σ node allocatable, with every resource any node offers."""
+        alloc = self.nodes.alloc
+        row = alloc.sum(axis=0) if len(alloc) else np.zeros(len(self.space))
+        present = self.nodes.present.any(axis=0) if len(alloc) else None
+        return self.space.resource(row, present)
+
+
+def _pod_key(pod: Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -1,0 +1,48 @@
+"""The registry of plugins, in one explicit list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lahar_scheduler.framework.conf import ArgsParser, args_parser
+from lahar_scheduler.framework.session import Plugin
+from lahar_scheduler.plugins.binpack import BinpackPlugin
+from lahar_scheduler.plugins.conformance import ConformancePlugin
+from lahar_scheduler.plugins.drf import DrfPlugin
+from lahar_scheduler.plugins.gang import GangPlugin
+from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
+from lahar_scheduler.plugins.overcommit import OvercommitPlugin
+from lahar_scheduler.plugins.predicates import PredicatesPlugin
+from lahar_scheduler.plugins.priority import PriorityPlugin
+from lahar_scheduler.plugins.proportion import ProportionPlugin
+from lahar_scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
+from lahar_scheduler.plugins.sla import SlaPlugin
+from lahar_scheduler.registry import Registry
+
+PLUGINS: Registry[type[Plugin]] = Registry("plugin")
+for _plugin in (
+    GangPlugin,
+    PriorityPlugin,
+    ConformancePlugin,
+    DrfPlugin,
+    ProportionPlugin,
+    PredicatesPlugin,
+    NodeOrderPlugin,
+    BinpackPlugin,
+    OvercommitPlugin,
+    SlaPlugin,
+    ResourceStrategyFitPlugin,
+):
+    PLUGINS.register(_plugin.name, _plugin)
+
+
+def argument_parsers() -> dict[str, ArgsParser]:
+    """Each plugin's argument validator (a custom ``parse_args`` or its ``Args`` struct)."""
+    out: dict[str, ArgsParser] = {}
+    for name, cls in PLUGINS.items():
+        custom: Any = getattr(cls, "parse_args", None)
+        out[name] = custom if custom is not None else args_parser(cls.Args)  # type: ignore[attr-defined]
+    return out
+
+
+__all__ = ["PLUGINS", "Plugin", "argument_parsers"]

@@ -1,0 +1,106 @@
+"""gang: all-or-nothing.  A job is ready only when minMember tasks (and each role's
+minTaskMember) can run together; it offers victims only above minMember."""
+
+from __future__ import annotations
+
+from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.session import Condition, Session
+from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
+from lahar_scheduler.plugins.base import NoArgs, Plugin
+
+S = TaskStatus
+
+
+class GangPlugin(Plugin):
+    name = "gang"
+    Args = NoArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.add("job_valid", _job_valid)
+
+        def evictable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+            occupied: dict[str, int] = {}
+            victims = []
+            for t in preemptees:
+                job = ssn.jobs.get(t.job)
+                if job is None:
+                    continue
+                left = occupied.setdefault(job.uid, job.ready_num())
+                if left > job.min_available:
+                    occupied[job.uid] = left - 1
+                    victims.append(t)
+            return victims, Vote.PERMIT
+
+        ssn.add("preemptable", evictable)
+        ssn.add("reclaimable", evictable)
+        ssn.add("job_order", _job_order)
+        ssn.add("job_ready", lambda job: job.check_task_ready() and job.is_ready())
+        ssn.add(
+            "job_pipelined",
+            lambda job: Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT,
+        )
+        ssn.add("job_starving", lambda job: job.is_starving())
+
+    def on_session_close(self, ssn: Session) -> None:
+        for job in ssn.jobs.values():
+            if not job.tasks:
+                continue
+            if job.is_ready():
+                cond = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
+                ssn.update_podgroup_condition(job, cond)
+                continue
+            if _skip_for_releasing(job):
+                continue
+            placeable = _placeable(job)
+            unready = job.min_available - placeable
+            msg = (
+                f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {fit_error(ssn, job)}; "
+                f"gang: {placeable}/{len(job.tasks)} tasks placeable, minMember {job.min_available}"
+            )
+            ssn.update_podgroup_condition(
+                job, Condition("Unschedulable", "True", "NotEnoughResources", msg, ssn.uid)
+            )
+
+
+def _job_valid(job: JobInfo) -> tuple[str, str] | None:
+    if not job.check_task_valid():
+        return "NotEnoughPodsOfTask", "Not enough valid pods of each task for gang-scheduling"
+    valid = job.valid_num()
+    if valid < job.min_available:
+        return (
+            "NotEnoughTasks",
+            f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}",
+        )
+    return None
+
+
+def _job_order(left: JobInfo, right: JobInfo) -> int:
+    lr, rr = left.is_ready(), right.is_ready()
+    if lr == rr:
+        return 0
+    return 1 if lr else -1
+
+
+def _placeable(job: JobInfo) -> int:
+    """Ready tasks plus pending tasks this session could place before the gang was discarded."""
+    tried = sum(1 for t in job.tasks_in(S.PENDING) if t.last_status in ALLOCATED_STATUSES)
+    return job.ready_num() + tried
+
+
+def _skip_for_releasing(job: JobInfo) -> bool:
+    releasing = job.releasing_scheduled_num()
+    if releasing == 0 or job.count(S.PENDING, S.PIPELINED):
+        return False
+    return job.scheduled_num() + releasing >= job.min_available
+
+
+def fit_error(ssn: Session, job: JobInfo) -> str:
+    """Why the job's tasks found no node: the first task's per-node histogram, or the job's reason."""
+    if job.job_fit_error:
+        return job.job_fit_error
+    for task in job.tasks.values():
+        err = job.fit_errors.get(task.uid)
+        if err is not None:
+            return err.error(len(ssn.node_list))
+    pending = job.count(S.PENDING)
+    return f"{pending} Pending, {job.min_available} minAvailable, pod group is not ready"

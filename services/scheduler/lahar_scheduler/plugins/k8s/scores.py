@@ -1,0 +1,255 @@
+"""kube-scheduler score plugins as vector operations over candidate nodes.
+
+Each function returns int scores in 0..100 for the nodes in ``idx`` (already normalised the way
+the kube plugin's NormalizeScore does, over exactly those nodes), or None when the plugin's
+PreScore would skip the pod.  Integer arithmetic follows kube's int64 maths.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar.api.objects import Pod, PodAffinityTerm
+from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, node_term_matches, tolerates
+from lahar_scheduler.plugins.k8s.topology import TopologyIndex
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable
+
+MAX = 100
+GPU = "nvidia.com/gpu"
+
+
+def _scalar_units(table: NodeTable, name: str, arr: FloatArray) -> FloatArray:
+    """kube keeps extended resources in units, Volcano in milli-units."""
+    return arr / 1000.0
+
+
+def least_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray:
+    """NodeResourcesFit LeastAllocated over cpu and memory (weights 50/50), non-zero requests."""
+    alloc = table.alloc[idx, :2]
+    req = table.nonzero[idx] + task.nonzero_vec
+    a = alloc.astype(np.int64)
+    r = req.astype(np.int64)
+    per = np.where((a > 0) & (r <= a), (a - r) * MAX // np.maximum(a, 1), 0)
+    weights = np.where(a > 0, 50, 0)
+    wsum = weights.sum(axis=1)
+    total = (per * weights).sum(axis=1)
+    return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
+
+
+def most_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray:
+    """NodeResourcesFit MostAllocated over cpu and memory (weights 1/1), non-zero requests."""
+    a = table.alloc[idx, :2].astype(np.int64)
+    r = (table.nonzero[idx] + task.nonzero_vec).astype(np.int64)
+    per = np.where(a > 0, np.minimum(r, a) * MAX // np.maximum(a, 1), 0)
+    weights = np.where(a > 0, 1, 0)
+    wsum = weights.sum(axis=1)
+    return np.where(wsum > 0, (per * weights).sum(axis=1) // np.maximum(wsum, 1), 0)
+
+
+def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray | None:
+    """NodeResourcesBalancedAllocation over cpu, memory and nvidia.com/gpu, actual requests."""
+    space = table.space
+    cols = [0, 1]
+    pod_req = [task.init_vec[0], task.init_vec[1]]
+    gpu = space.index.get(GPU)
+    if gpu is not None and task.init_vec[gpu] > 0:
+        cols.append(gpu)
+        pod_req.append(task.init_vec[gpu])
+    if all(v == 0 for v in pod_req):
+        return None  # best-effort pods are not scored (kube skips them)
+    alloc = table.alloc[idx][:, cols]
+    req = table.requested[idx][:, cols] + np.array(pod_req)
+    valid = alloc > 0
+    frac = np.where(valid, np.minimum(req / np.where(valid, alloc, 1), 1.0), 0.0)
+    count = valid.sum(axis=1)
+    mean = np.where(count > 0, frac.sum(axis=1) / np.maximum(count, 1), 0.0)
+    var = np.where(valid, (frac - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(count, 1)
+    std = np.where(count == 2, np.abs(_pair_diff(frac, valid)) / 2, np.where(count > 2, np.sqrt(var), 0.0))
+    return ((1 - std) * MAX).astype(np.int64)
+
+
+def _pair_diff(frac: FloatArray, valid: np.ndarray) -> FloatArray:
+    """fraction[0] − fraction[1] over the two valid resources of each row."""
+    order = np.argsort(~valid, axis=1, kind="stable")
+    first = np.take_along_axis(frac, order[:, :1], axis=1)[:, 0]
+    second = np.take_along_axis(frac, order[:, 1:2], axis=1)[:, 0] if frac.shape[1] > 1 else first
+    return np.asarray(first - second)
+
+
+def default_normalize(raw: IntArray, reverse: bool) -> IntArray:
+    """kube's DefaultNormalizeScore: scale so the maximum becomes 100 (reversed when asked)."""
+    top = int(raw.max()) if len(raw) else 0
+    if top == 0:
+        return np.full(len(raw), MAX if reverse else 0, dtype=np.int64)
+    scaled = raw * MAX // top
+    return MAX - scaled if reverse else scaled
+
+
+def node_affinity(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray | None:
+    aff = pod.spec.affinity
+    terms = (
+        aff.node_affinity.preferred_during_scheduling_ignored_during_execution
+        if aff and aff.node_affinity
+        else []
+    )
+    if not terms:
+        return None
+    raw = np.zeros(len(idx), dtype=np.int64)
+    for j, n in enumerate(idx):
+        node = table.infos[n]
+        raw[j] = sum(
+            t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels)
+        )
+    return default_normalize(raw, reverse=False)
+
+
+def taint_toleration(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray:
+    tolerations = [t for t in pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
+    raw = np.zeros(len(idx), dtype=np.int64)
+    for j, n in enumerate(idx):
+        taints = table.infos[n].taints
+        if taints:
+            raw[j] = sum(
+                1
+                for t in taints
+                if t.effect == "PreferNoSchedule" and not tolerates(tolerations, t.key, t.value, t.effect)
+            )
+    return default_normalize(raw, reverse=True)
+
+
+def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
+    aff = pod.spec.affinity
+    group = (aff.pod_anti_affinity if anti else aff.pod_affinity) if aff else None
+    if group is None:
+        return []
+    return [
+        (w.pod_affinity_term, w.weight) for w in group.preferred_during_scheduling_ignored_during_execution
+    ]
+
+
+def inter_pod_affinity(topo: TopologyIndex, pod: Pod, idx: IntArray, hard_weight: int = 1) -> IntArray | None:
+    """InterPodAffinity scoring: preferred terms both ways, plus existing pods' required affinity."""
+    aff = pod.spec.affinity
+    has_own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+    own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [
+        (t, w, -1) for t, w in _weighted_terms(pod, True)
+    ]
+    scores: dict[tuple[str, str], int] = {}
+    table = topo.table
+    any_existing = False
+    for other, n in topo.placed():
+        node = table.infos[n]
+        if not node.labels:
+            continue
+        for term, weight, sign in own:
+            _credit(scores, topo, pod, term, other.pod, node.labels, weight * sign)
+        oaff = other.pod.spec.affinity
+        if oaff is None:
+            continue
+        if oaff.pod_affinity is not None:
+            any_existing = True
+            if hard_weight > 0:
+                for term in oaff.pod_affinity.required_during_scheduling_ignored_during_execution:
+                    _credit(scores, topo, other.pod, term, pod, node.labels, hard_weight)
+            for w in oaff.pod_affinity.preferred_during_scheduling_ignored_during_execution:
+                _credit(scores, topo, other.pod, w.pod_affinity_term, pod, node.labels, w.weight)
+        if oaff.pod_anti_affinity is not None:
+            any_existing = True
+            for w in oaff.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution:
+                _credit(scores, topo, other.pod, w.pod_affinity_term, pod, node.labels, -w.weight)
+    if not has_own and not any_existing:
+        return None
+    if not scores:
+        return np.zeros(len(idx), dtype=np.int64)
+    raw = np.zeros(len(idx), dtype=np.int64)
+    for (key, value), s in scores.items():
+        dom = topo.domains(key)
+        for j, n in enumerate(idx):
+            if table.infos[n].labels.get(key) == value:
+                raw[j] += s
+        del dom
+    top, bottom = max(int(raw.max()), 0), min(int(raw.min()), 0)
+    diff = top - bottom
+    if diff <= 0:
+        return np.zeros(len(idx), dtype=np.int64)
+    return (MAX * ((raw - bottom) / diff)).astype(np.int64)
+
+
+def _credit(
+    scores: dict[tuple[str, str], int],
+    topo: TopologyIndex,
+    term_owner: Pod,
+    term: PodAffinityTerm,
+    candidate: Pod,
+    node_labels: dict[str, str],
+    amount: int,
+) -> None:
+    """processTerm: if ``candidate`` matches the term, credit the node's topology domain."""
+    value = node_labels.get(term.topology_key)
+    if value is None or amount == 0:
+        return
+    names = topo.namespaces_of(term_owner, term)
+    if names is not None and candidate.metadata.namespace not in names:
+        return
+    if not label_selector_matches(term.label_selector, candidate.metadata.labels):
+        return
+    scores[(term.topology_key, value)] = scores.get((term.topology_key, value), 0) + amount
+
+
+def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | None:
+    """PodTopologySpread scoring of ScheduleAnyway constraints."""
+    soft = [c for c in pod.spec.topology_spread_constraints if c.when_unsatisfiable == "ScheduleAnyway"]
+    if not soft or not len(topo.table.infos):
+        return None
+    table = topo.table
+    doms = [topo.domains(c.topology_key) for c in soft]
+    ignored = np.zeros(len(idx), dtype=bool)
+    for d in doms:
+        ignored |= d.code[idx] < 0
+    scored = idx[~ignored]
+    weights = []
+    for c, d in zip(soft, doms, strict=True):
+        size = len(scored) if c.topology_key == "kubernetes.io/hostname" else len(np.unique(d.code[scored]))
+        weights.append(math.log(size + 2))
+    from lahar_scheduler.plugins.k8s.selectors import pod_matches_node
+
+    eligible = np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+    for d in doms:
+        eligible &= d.code >= 0
+    candidate_domains = [set(np.unique(d.code[scored]).tolist()) for d in doms]
+    total = np.zeros(len(idx))
+    for ci, (c, d) in enumerate(zip(soft, doms, strict=True)):
+        hostname = c.topology_key == "kubernetes.io/hostname"
+        counts = np.zeros(max(d.count, 1) if not hostname else len(table.infos), dtype=np.int64)
+        for t, n in topo.placed():
+            code = d.code[n]
+            if (
+                code < 0
+                or t.pod.metadata.deletion_timestamp is not None
+                or t.namespace != pod.metadata.namespace
+            ):
+                continue
+            if not hostname and (not eligible[n] or code not in candidate_domains[ci]):
+                continue
+            if label_selector_matches(c.label_selector, t.pod.metadata.labels):
+                counts[n if hostname else code] += 1
+        cnt = counts[idx] if hostname else counts[np.maximum(d.code[idx], 0)]
+        total += cnt * weights[ci] + (c.max_skew - 1)
+    # Go's math.Round rounds halves away from zero; the totals are never negative.
+    rounded = np.floor(total + 0.5).astype(np.int64)
+    valid = ~ignored
+    if not valid.any():
+        return np.zeros(len(idx), dtype=np.int64)
+    lo, hi = int(rounded[valid].min()), int(rounded[valid].max())
+    out = np.zeros(len(idx), dtype=np.int64)
+    if hi == 0:
+        out[valid] = MAX
+    else:
+        out[valid] = MAX * (hi + lo - rounded[valid]) // hi
+    return out

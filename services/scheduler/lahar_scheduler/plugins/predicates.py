@@ -1,0 +1,368 @@
+"""predicates: the kube-scheduler filters Volcano wraps, evaluated over all nodes at once.
+
+Order and codes follow Volcano's predicates plugin: the pod-count check (never aborts), then the
+stable filters NodeUnschedulable, NodeAffinity and TaintToleration (each UnschedulableAndUnresolvable,
+so a node failing one is not shown to the next), then NodePorts, InterPodAffinity and
+PodTopologySpread.  Stable results depend only on the pod's selector, affinity and tolerations,
+so they are computed once per distinct combination and reused for every task that shares it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+import numpy as np
+
+from lahar.api.objects import Pod, PodAffinityTerm, Taint, Toleration
+from lahar_scheduler.framework.predicate import Failure
+from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.types import Code
+from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, pod_matches_node, tolerates
+from lahar_scheduler.plugins.k8s.topology import TopologyIndex
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, IntArray, NodeTable
+
+UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+POD_NUMBER_EXCEEDED = "node(s) pod number exceeded"
+_static_key = msgspec.msgpack.Encoder()
+
+
+class PredicatesArgs(msgspec.Struct, forbid_unknown_fields=True):
+    node_affinity: bool = msgspec.field(default=True, name="predicate.NodeAffinityEnable")
+    node_ports: bool = msgspec.field(default=True, name="predicate.NodePortsEnable")
+    taint_toleration: bool = msgspec.field(default=True, name="predicate.TaintTolerationEnable")
+    pod_affinity: bool = msgspec.field(default=True, name="predicate.PodAffinityEnable")
+    node_volume_limits: bool = msgspec.field(default=True, name="predicate.NodeVolumeLimitsEnable")
+    volume_zone: bool = msgspec.field(default=True, name="predicate.VolumeZoneEnable")
+    pod_topology_spread: bool = msgspec.field(default=True, name="predicate.PodTopologySpreadEnable")
+    volume_binding: bool = msgspec.field(default=True, name="predicate.VolumeBindingEnable")
+    dra: bool = msgspec.field(default=False, name="predicate.DynamicResourceAllocationEnable")
+    cache: bool = msgspec.field(default=False, name="predicate.CacheEnable")
+
+
+def hard_taints(taints: list[Taint]) -> list[Taint]:
+    return [t for t in taints if t.effect in ("NoSchedule", "NoExecute")]
+
+
+def untolerated(taints: list[Taint], tolerations: list[Toleration]) -> Taint | None:
+    for taint in hard_taints(taints):
+        if not tolerates(tolerations, taint.key, taint.value, taint.effect):
+            return taint
+    return None
+
+
+class StableFilters:
+    """NodeUnschedulable, NodeAffinity and TaintToleration over every node, per pod shape."""
+
+    def __init__(self, table: NodeTable, args: PredicatesArgs) -> None:
+        self.table = table
+        self.args = args
+        self._cache: dict[bytes, list[Failure]] = {}
+        self._label_values: dict[str, np.ndarray] = {}
+        self._tainted = np.array([bool(hard_taints(n.taints)) for n in table.infos], dtype=bool)
+        self._cordoned = np.array([n.unschedulable for n in table.infos], dtype=bool)
+
+    def failures(self, pod: Pod) -> list[Failure]:
+        spec = pod.spec
+        node_aff = spec.affinity.node_affinity if spec.affinity is not None else None
+        key = _static_key.encode(
+            (
+                sorted(spec.node_selector.items()),
+                msgspec.to_builtins(node_aff),
+                msgspec.to_builtins(spec.tolerations),
+            )
+        )
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = self._compute(pod)
+        return got
+
+    def _labels(self, key: str) -> np.ndarray:
+        arr = self._label_values.get(key)
+        if arr is None:
+            arr = np.array([n.labels.get(key) for n in self.table.infos], dtype=object)
+            self._label_values[key] = arr
+        return arr
+
+    def _compute(self, pod: Pod) -> list[Failure]:
+        n = len(self.table.infos)
+        alive = np.ones(n, dtype=bool)
+        out: list[Failure] = []
+        tolerations = pod.spec.tolerations
+        if self._cordoned.any() and not tolerates(
+            tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"
+        ):
+            out.append(Failure(self._cordoned.copy(), "node(s) were unschedulable", UNRESOLVABLE))
+            alive &= ~self._cordoned
+        if self.args.node_affinity:
+            bad = ~self._affinity_mask(pod) & alive
+            if bad.any():
+                out.append(Failure(bad, "node(s) didn't match Pod's node affinity/selector", UNRESOLVABLE))
+                alive &= ~bad
+        if self.args.taint_toleration:
+            by_reason: dict[str, BoolArray] = {}
+            for i in np.flatnonzero(self._tainted & alive):
+                taint = untolerated(self.table.infos[i].taints, tolerations)
+                if taint is not None:
+                    reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+                    by_reason.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
+            out.extend(Failure(mask, reason, UNRESOLVABLE) for reason, mask in by_reason.items())
+        return out
+
+    def _affinity_mask(self, pod: Pod) -> BoolArray:
+        ok = np.ones(len(self.table.infos), dtype=bool)
+        for key, val in pod.spec.node_selector.items():
+            ok &= self._labels(key) == val
+        aff = pod.spec.affinity
+        if aff is not None and aff.node_affinity is not None:
+            if aff.node_affinity.required_during_scheduling_ignored_during_execution is not None:
+                for i in np.flatnonzero(ok):
+                    node = self.table.infos[i]
+                    if not pod_matches_node(pod, node.name, node.labels):
+                        ok[i] = False
+        return ok
+
+
+def _required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
+    aff = pod.spec.affinity
+    if aff is None:
+        return []
+    group = aff.pod_anti_affinity if anti else aff.pod_affinity
+    return list(group.required_during_scheduling_ignored_during_execution) if group is not None else []
+
+
+def _host_ports(pod: Pod) -> list[tuple[str, str, int]]:
+    return [
+        (p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port)
+        for c in pod.spec.containers
+        for p in c.ports
+        if p.host_port > 0
+    ]
+
+
+def _ports_conflict(want: list[tuple[str, str, int]], used: list[tuple[str, str, int]]) -> bool:
+    for ip, proto, port in want:
+        for uip, uproto, uport in used:
+            if port == uport and proto == uproto and (ip == uip or "0.0.0.0" in (ip, uip)):
+                return True
+    return False
+
+
+class PredicatesPlugin(Plugin):
+    name = "predicates"
+    Args = PredicatesArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.opts: PredicatesArgs = self.args or PredicatesArgs()
+        self.table = ssn.nodes
+        self.stable = StableFilters(ssn.nodes, self.opts)
+        self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
+        # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.
+        self.anti: dict[int, TaskInfo] = {
+            id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)
+        }
+
+        def on_allocate(task: TaskInfo) -> None:
+            # Entries whose task left its node are skipped when read (they have no node_name).
+            if _required_terms(task.pod, anti=True):
+                self.anti[id(task)] = task
+
+        ssn.add("predicate", self.predicate)
+        ssn.add_event_handler(EventHandler(on_allocate, None))
+
+    # -- the PredicateFn ------------------------------------------------------------------
+    def predicate(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
+        table = self.table
+        failures: list[Failure] = []
+        over = table.pod_count[idx] >= table.max_pods[idx]
+        if over.any():
+            failures.append(Failure(over, POD_NUMBER_EXCEEDED, Code.UNSCHEDULABLE))
+        alive = np.ones(len(idx), dtype=bool)
+        for f in self.stable.failures(task.pod):
+            mask = f.mask[idx] & alive
+            if mask.any():
+                failures.append(Failure(mask, f.reason, f.code))
+                alive &= ~mask
+        pod = task.pod
+        if self.opts.node_ports:
+            self._ports(pod, idx, alive, failures)
+        if self.opts.pod_affinity:
+            self._inter_pod(task, idx, alive, failures)
+        if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
+            self._spread(pod, idx, alive, failures)
+        return failures
+
+    def _add(
+        self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code
+    ) -> None:
+        mask = mask & alive
+        if mask.any():
+            failures.append(Failure(mask, reason, code))
+            if code == UNRESOLVABLE:
+                alive &= ~mask
+
+    def _ports(self, pod: Pod, idx: IntArray, alive: BoolArray, failures: list[Failure]) -> None:
+        want = _host_ports(pod)
+        if not want:
+            return
+        bad = np.zeros(len(idx), dtype=bool)
+        for j, n in enumerate(idx):
+            used = [p for t in self.table.infos[n].tasks.values() for p in _host_ports(t.pod)]
+            bad[j] = _ports_conflict(want, used)
+        self._add(
+            failures,
+            bad,
+            alive,
+            "node(s) didn't have free ports for the requested pod ports",
+            Code.UNSCHEDULABLE,
+        )
+
+    def _inter_pod(self, task: TaskInfo, idx: IntArray, alive: BoolArray, failures: list[Failure]) -> None:
+        pod = task.pod
+        affinity = _required_terms(pod, anti=False)
+        anti = _required_terms(pod, anti=True)
+        if affinity:
+            self._add(
+                failures,
+                ~self._affinity_ok(pod, affinity, idx),
+                alive,
+                "node(s) didn't match pod affinity rules",
+                UNRESOLVABLE,
+            )
+        if anti:
+            bad = np.zeros(len(idx), dtype=bool)
+            for term in anti:
+                counts = self._term_counts(pod, term)
+                codes = self.topo.node_domain_values(term.topology_key, idx)
+                bad |= (codes >= 0) & (counts[np.maximum(codes, 0)] > 0)
+            self._add(
+                failures, bad, alive, "node(s) didn't match pod anti-affinity rules", Code.UNSCHEDULABLE
+            )
+        if self.anti:
+            bad = self._existing_anti(task, idx)
+            self._add(
+                failures,
+                bad,
+                alive,
+                "node(s) didn't satisfy existing pods anti-affinity rules",
+                Code.UNSCHEDULABLE,
+            )
+
+    def _term_counts(self, pod: Pod, term: PodAffinityTerm) -> np.ndarray:
+        names = self.topo.namespaces_of(pod, term)
+        return self.topo.domain_counts(term.topology_key, term.label_selector, names)
+
+    def _affinity_ok(self, pod: Pod, terms: list[PodAffinityTerm], idx: IntArray) -> BoolArray:
+        ok = np.ones(len(idx), dtype=bool)
+        any_match = False
+        for term in terms:
+            counts = self._term_counts(pod, term)
+            any_match = any_match or bool(counts.sum())
+            codes = self.topo.node_domain_values(term.topology_key, idx)
+            ok &= (codes >= 0) & (counts[np.maximum(codes, 0)] > 0)
+        if not any_match:
+            # The first pod of a group that matches its own affinity may go anywhere the keys exist.
+            self_match = all(
+                label_selector_matches(t.label_selector, pod.metadata.labels)
+                and _ns_ok(self.topo.namespaces_of(pod, t), pod.metadata.namespace)
+                for t in terms
+            )
+            if self_match:
+                ok = np.ones(len(idx), dtype=bool)
+                for term in terms:
+                    ok &= self.topo.node_domain_values(term.topology_key, idx) >= 0
+        return ok
+
+    def _existing_anti(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        bad = np.zeros(len(idx), dtype=bool)
+        meta = task.pod.metadata
+        for other in self.anti.values():
+            if other is task or not other.node_name or other.node_name not in self.table.by_name:
+                continue
+            node = self.table.by_name[other.node_name]
+            for term in _required_terms(other.pod, anti=True):
+                names = self.topo.namespaces_of(other.pod, term)
+                if not _ns_ok(names, meta.namespace) or not label_selector_matches(
+                    term.label_selector, meta.labels
+                ):
+                    continue
+                dom = self.topo.domains(term.topology_key)
+                own = dom.code[node.index]
+                if own >= 0:
+                    bad |= dom.code[idx] == own
+        return bad
+
+    def _spread(self, pod: Pod, idx: IntArray, alive: BoolArray, failures: list[Failure]) -> None:
+        hard = [c for c in pod.spec.topology_spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
+        if not hard:
+            return
+        table = self.table
+        eligible = np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+        for c in hard:
+            eligible &= self.topo.domains(c.topology_key).code >= 0
+        missing = np.zeros(len(idx), dtype=bool)
+        skewed = np.zeros(len(idx), dtype=bool)
+        for c in hard:
+            dom = self.topo.domains(c.topology_key)
+            codes = dom.code[idx]
+            missing |= codes < 0
+            selector = _with_match_label_keys(c.label_selector, c.match_label_keys, pod)
+            counts = _count_live(self.topo, c.topology_key, selector, pod.metadata.namespace, eligible)
+            present = np.unique(dom.code[eligible])
+            present = present[present >= 0]
+            minimum = int(counts[present].min()) if len(present) else 0
+            if c.min_domains is not None and len(present) < c.min_domains:
+                minimum = 0
+            self_match = 1 if label_selector_matches(selector, pod.metadata.labels) else 0
+            have = counts[np.maximum(codes, 0)]
+            skewed |= (codes >= 0) & (have + self_match - minimum > c.max_skew)
+        self._add(
+            failures,
+            missing,
+            alive,
+            "node(s) didn't match pod topology spread constraints (missing required label)",
+            UNRESOLVABLE,
+        )
+        self._add(
+            failures,
+            skewed,
+            alive,
+            "node(s) didn't match pod topology spread constraints",
+            Code.UNSCHEDULABLE,
+        )
+
+
+def _ns_ok(names: set[str] | None, namespace: str) -> bool:
+    return names is None or namespace in names
+
+
+def _with_match_label_keys(selector: object, keys: list[str], pod: Pod) -> object:
+    from lahar.api.objects import LabelSelector
+
+    if not keys or selector is None:
+        return selector
+    assert isinstance(selector, LabelSelector)
+    extra = {k: pod.metadata.labels[k] for k in keys if k in pod.metadata.labels}
+    return LabelSelector(
+        match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions
+    )
+
+
+def _count_live(
+    topo: TopologyIndex, key: str, selector: object, namespace: str, eligible: BoolArray
+) -> np.ndarray:
+    """Matching, non-terminating pods per domain, on eligible nodes only (kube's spread counting)."""
+    dom = topo.domains(key)
+    counts = np.zeros(max(dom.count, 1), dtype=np.int64)
+    for t, n in topo.placed():
+        c = dom.code[n]
+        if c < 0 or not eligible[n] or t.pod.metadata.deletion_timestamp is not None:
+            continue
+        if t.namespace == namespace and label_selector_matches(selector, t.pod.metadata.labels):  # type: ignore[arg-type]
+            counts[c] += 1
+    return counts

@@ -1,0 +1,45 @@
+"""priority: PriorityClass-based job order, pod-priority task order, priority preemption."""
+
+from __future__ import annotations
+
+from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.plugins.base import NoArgs, Plugin
+
+
+def _desc(left: int, right: int) -> int:
+    """Higher first."""
+    return 0 if left == right else (-1 if left > right else 1)
+
+
+class PriorityPlugin(Plugin):
+    name = "priority"
+    Args = NoArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.add("task_order", lambda l, r: _desc(l.priority, r.priority))
+        ssn.add("job_order", lambda l, r: _desc(l.priority, r.priority))
+
+        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+            pjob = ssn.jobs.get(preemptor.job)
+            if pjob is None:
+                return [], Vote.PERMIT
+            victims = []
+            for t in preemptees:
+                job = ssn.jobs.get(t.job)
+                if job is None:
+                    continue
+                if job.uid != pjob.uid:
+                    if job.priority < pjob.priority:
+                        victims.append(t)
+                elif t.priority < preemptor.priority:
+                    victims.append(t)
+            return victims, Vote.PERMIT
+
+        ssn.add("preemptable", preemptable)
+        ssn.add("job_starving", _starving)
+
+
+def _starving(job: JobInfo) -> bool:
+    return job.ready_num() + job.waiting_num() < len(job.tasks)

@@ -1,0 +1,203 @@
+"""proportion: weighted fair share between queues.
+
+Each queue's *deserved* resources come from weighted water-filling over the cluster, capped by
+its real capability and its request and floored by its guarantee.  Queues under their share go
+first; a queue at or over it in every dimension is overused; a queue may only take resources up
+to its deserved share (allocatable) and admit jobs whose minResources fit its real capability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import msgspec
+
+from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.queueshare import (
+    dominant_share,
+    elastic_resources,
+    job_inqueue,
+    job_usage,
+    min_resources,
+)
+
+
+class ProportionArgs(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+@dataclass
+class QueueAttr:
+    name: str
+    weight: int
+    guarantee: Resource
+    real_capability: Resource
+    capability: Resource | None
+    deserved: Resource = field(default_factory=Resource)
+    allocated: Resource = field(default_factory=Resource)
+    request: Resource = field(default_factory=Resource)
+    inqueue: Resource = field(default_factory=Resource)
+    elastic: Resource = field(default_factory=Resource)
+    share: float = 0.0
+
+    def update_share(self) -> None:
+        self.share = dominant_share(self.allocated, self.deserved)
+
+
+def _real_capability(
+    total: Resource, total_guarantee: Resource, queue: QueueInfo
+) -> tuple[Resource, Resource | None]:
+    guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
+    real = exceeded_part(total, total_guarantee).add(guarantee)
+    capability = None
+    if queue.capability is not None:
+        capability = queue.capability.clone()
+        if capability.milli_cpu <= 0:
+            capability.milli_cpu = math.inf
+        if capability.memory <= 0:
+            capability.memory = math.inf
+        real.min_dimension(capability, Dim.INFINITY)
+    return real, capability
+
+
+def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
+    """Weighted water-filling of ``total`` into each queue's ``deserved``."""
+    remaining = total.clone()
+    met: set[str] = set()
+    while True:
+        weight = sum(a.weight for a in attrs.values() if a.name not in met)
+        if weight == 0:
+            break
+        old_remaining = remaining.clone()
+        increased, decreased = Resource(), Resource()
+        for a in attrs.values():
+            if a.name in met:
+                continue
+            old = a.deserved.clone()
+            a.deserved.add(remaining.clone().multi(a.weight / weight))
+            a.deserved.min_dimension(a.real_capability, Dim.INFINITY)
+            a.deserved.min_dimension(a.request, Dim.ZERO)
+            a.deserved = resource_max(a.deserved, a.guarantee)
+            a.update_share()
+            if a.request.less_equal(a.deserved, Dim.ZERO) or same(a.deserved, old):
+                met.add(a.name)
+            inc, dec = a.deserved.diff(old, Dim.ZERO)
+            increased.add(inc)
+            decreased.add(dec)
+        remaining = exceeded_part(remaining.clone().add(decreased), increased)
+        if remaining.is_empty() or same(remaining, old_remaining):
+            break
+
+
+class ProportionPlugin(Plugin):
+    name = "proportion"
+    Args = ProportionArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        total = ssn.total_resource
+        total_guarantee = Resource()
+        for q in ssn.queues.values():
+            if q.guarantee is not None:
+                total_guarantee.add(q.guarantee)
+        attrs: dict[str, QueueAttr] = {}
+        for job in ssn.jobs.values():
+            attr = attrs.get(job.queue)
+            if attr is None:
+                q = ssn.queues[job.queue]
+                real, cap = _real_capability(total, total_guarantee, q)
+                guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
+                attr = attrs[job.queue] = QueueAttr(q.name, q.weight, guarantee, real, cap)
+            allocated, request = job_usage(job)
+            attr.allocated.add(allocated)
+            attr.request.add(request)
+            inqueue = job_inqueue(job)
+            if inqueue is not None:
+                attr.inqueue.add(inqueue)
+            attr.elastic.add(elastic_resources(job))
+        water_fill(attrs, total)
+        self.attrs = attrs
+
+        def queue_order(left: QueueInfo, right: QueueInfo) -> int:
+            if left.priority != right.priority:
+                return right.priority - left.priority
+            ls, rs = attrs[left.uid].share, attrs[right.uid].share
+            return 0 if ls == rs else (-1 if ls < rs else 1)
+
+        def reclaimable(_: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+            left: dict[str, Resource] = {}
+            victims = []
+            for t in reclaimees:
+                job = ssn.jobs.get(t.job)
+                if job is None or job.queue not in attrs:
+                    continue
+                attr = attrs[job.queue]
+                allocated = left.setdefault(job.queue, attr.allocated.clone())
+                if not allocated.less_equal(attr.deserved, Dim.ZERO):
+                    allocated.sub(t.resreq)
+                    victims.append(t)
+            return victims, Vote.PERMIT
+
+        def overused(queue: QueueInfo) -> bool:
+            attr = attrs[queue.uid]
+            return attr.deserved.less_equal(attr.allocated, Dim.ZERO)
+
+        def queue_allocatable(queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
+            if not queue.is_open():
+                return False
+            attr = attrs[queue.uid]
+            req = Resource()
+            for t in tasks:
+                req.add(t.resreq)
+            ok, _ = attr.allocated.clone().add(req).less_equal_in(attr.deserved, req)
+            return ok
+
+        def enqueueable(job: JobInfo) -> Vote:
+            queue = ssn.queues[job.queue]
+            if not queue.is_open():
+                job.job_fit_error = f"queue {queue.name} is {queue.state}"
+                return Vote.REJECT
+            if job.min_resources is None:
+                return Vote.PERMIT
+            attr = attrs[job.queue]
+            minimum = min_resources(job)
+            want = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+            ok, short = want.less_equal_in(attr.real_capability, minimum)
+            if ok:
+                return Vote.PERMIT
+            job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
+            return Vote.REJECT
+
+        def enqueued(job: JobInfo) -> None:
+            if job.min_resources is None or job.queue not in attrs:
+                return
+            from lahar_scheduler.plugins.queueshare import deduct_gated
+
+            attrs[job.queue].inqueue.add(deduct_gated(job, min_resources(job)))
+
+        def on_allocate(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job)
+            if job is not None and job.queue in attrs:
+                attr = attrs[job.queue]
+                attr.allocated.add(task.resreq)
+                attr.update_share()
+
+        def on_deallocate(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job)
+            if job is not None and job.queue in attrs:
+                attr = attrs[job.queue]
+                attr.allocated.sub(task.resreq)
+                attr.update_share()
+
+        ssn.add("queue_order", queue_order)
+        ssn.add("reclaimable", reclaimable)
+        ssn.add("overused", overused)
+        ssn.add("allocatable", lambda q, t: queue_allocatable(q, [t]))
+        ssn.add("preemptive", queue_allocatable)
+        ssn.add("job_enqueueable", enqueueable)
+        ssn.add("job_enqueued", enqueued)
+        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))

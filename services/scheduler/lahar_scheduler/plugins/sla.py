@@ -1,0 +1,79 @@
+"""sla: jobs that have waited past their waiting time go first and are admitted regardless."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from lahar_scheduler.framework.jobs import JobInfo
+from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.snapshot import parse_time
+from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.plugins.base import Plugin
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Go's time.ParseDuration, in seconds; None when malformed."""
+    s = text.strip()
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    if not s:
+        return None
+    total, pos = 0.0, 0
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total if pos == len(s) else None
+
+
+class SlaArgs(msgspec.Struct, forbid_unknown_fields=True):
+    sla_waiting_time: str | None = msgspec.field(default=None, name="sla-waiting-time")
+
+    def __post_init__(self) -> None:
+        if self.sla_waiting_time is not None and parse_go_duration(self.sla_waiting_time) is None:
+            raise ValueError(f"{self.sla_waiting_time!r} is not a duration such as 1h30m")
+
+
+class SlaPlugin(Plugin):
+    name = "sla"
+    Args = SlaArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        args: SlaArgs = self.args or SlaArgs()
+        default = parse_go_duration(args.sla_waiting_time) if args.sla_waiting_time else None
+        if default is not None and default <= 0:
+            default = None
+
+        def waiting(job: JobInfo) -> float | None:
+            if job.waiting_time:
+                own = parse_go_duration(job.waiting_time)
+                if own is not None:
+                    return own
+            return default
+
+        def job_order(left: JobInfo, right: JobInfo) -> int:
+            lw, rw = waiting(left), waiting(right)
+            if lw is None:
+                return 0 if rw is None else 1
+            if rw is None:
+                return -1
+            ld, rd = parse_time(left.creation) + lw, parse_time(right.creation) + rw
+            return -1 if ld < rd else (1 if ld > rd else 0)
+
+        def permit(job: JobInfo) -> Vote:
+            w = waiting(job)
+            if w is None or ssn.now - parse_time(job.creation) < w:
+                return Vote.ABSTAIN
+            return Vote.PERMIT
+
+        ssn.add("job_order", job_order)
+        ssn.add("job_enqueueable", permit)
+        ssn.add("job_pipelined", permit)
