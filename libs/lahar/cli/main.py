@@ -1,2 +1,40 @@
-def main() -> None:
-    pass
+"""The ``lahar`` command.  Each module of this package that defines ``register(subparsers)``
+adds its subcommands, so new commands need no edit here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+import lahar.cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lahar", description="Lahar: a Volcano-compatible batch scheduler.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(lahar.cli.__path__), key=lambda m: m.name):
+        if info.name in ("main", "__main__") or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"lahar.cli.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        sys.exit(2)
+    code = handler(args)
+    sys.exit(int(code or 0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Reading Kubernetes objects from files, with errors that name the file, document and field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lahar.api.codec import DecodeError, decode_object
+from lahar.api.objects import KubeObject
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class FileError(ValueError):
+    """A file that cannot be read as Kubernetes objects."""
+
+
+@dataclass
+class Loaded:
+    objects: list[KubeObject] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    case: dict[str, Any] | None = None
+
+
+def _label(raw: Any) -> str:
+    if not isinstance(raw, dict):
+        return ""
+    meta = raw.get("metadata") or {}
+    name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return f" ({raw.get('kind', '?')} {ns + '/' if ns else ''}{name})"
+
+
+def _decode(raw: Any, where: str, out: Loaded) -> None:
+    try:
+        obj = decode_object(raw, "")
+    except DecodeError as exc:
+        path = exc.path.lstrip(".") or "$"
+        raise FileError(f"{where}{_label(raw)}: {path}: {exc.why}") from None
+    if obj is None:
+        out.skipped.append(f"{where}{_label(raw)}")
+    else:
+        out.objects.append(obj)
+
+
+def load_file(path: str | Path) -> Loaded:
+    """Objects from multi-document YAML/JSON, a ``kind: List``, or a conformance case file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise FileError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+    except yaml.YAMLError as exc:
+        raise FileError(f"{p}: not valid YAML: {exc}") from None
+    out = Loaded()
+    for d, doc in enumerate(docs, start=1):
+        where = f"{p}: document {d}"
+        if isinstance(doc, dict) and "objects" in doc and "schedulerConf" in doc:
+            out.case = doc
+            for i, raw in enumerate(doc.get("objects") or []):
+                _decode(raw, f"{where}, objects[{i}]", out)
+        elif isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
+            for i, raw in enumerate(doc.get("items") or []):
+                _decode(raw, f"{where}, items[{i}]", out)
+        elif isinstance(doc, dict):
+            _decode(doc, where, out)
+        else:
+            raise FileError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+    return out

@@ -1,0 +1,3 @@
+from lahar.cli.main import main
+
+main()

@@ -1,0 +1,30 @@
+"""Redis key layout of the cluster mirror — the only place these keys are spelled.
+
+The cache service writes every watched object to a hash per kind, field ``namespace/name``
+(``name`` for cluster-scoped kinds), value the object's JSON exactly as the API server serves it
+(so any reader decodes it with ``lahar.api`` types).  ``seq`` holds the JetStream sequence of the
+last delta the mirror reflects, written in the same MULTI/EXEC as the objects.
+"""
+
+from __future__ import annotations
+
+KINDS = ("nodes", "pods", "podgroups", "queues", "jobs", "priorityclasses", "namespaces", "resourcequotas")
+
+
+def objects_key(prefix: str, kind: str) -> str:
+    """Hash of one kind's objects, e.g. ``lahar:mirror:queues``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown mirrored kind {kind!r}")
+    return f"{prefix}:mirror:{kind}"
+
+
+def seq_key(prefix: str) -> str:
+    """The JetStream sequence of the last delta reflected in the mirror."""
+    return f"{prefix}:mirror:seq"
+
+
+def field(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+DEFAULT_PREFIX = "lahar"
