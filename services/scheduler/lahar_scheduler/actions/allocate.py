@@ -19,6 +19,7 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
@@ -47,6 +48,43 @@ def filter_nodes(ssn: Session, task: TaskInfo, idx: IntArray, check_fit: bool = 
     return Filtered(rest.passed, errors, rest.unresolvable)
 
 
+def fits(task: TaskInfo, have: np.ndarray, rows: IntArray) -> np.ndarray:
+    """Volcano's LessEqual(request, have, Zero) on the task's checked columns, per row."""
+    cols = task.fit_cols
+    return np.all(task.init_vec[cols] < have[rows][:, cols] + 0.1, axis=1)
+
+
+class NodeCaches:
+    """Per-task-shape verdicts over all nodes, refreshed only where nodes changed."""
+
+    def __init__(self, ssn: Session) -> None:
+        table = ssn.nodes
+        self.ssn = ssn
+        self.fit_future = RowCache(table, lambda t, rows: fits(t, table.future, rows))
+        self.fit_idle = RowCache(table, lambda t, rows: fits(t, table.idle, rows))
+        self.predicates = RowCache(table, self._predicate_rows)
+
+    def _predicate_rows(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
+        callbacks = self.ssn.predicate_callbacks()
+        if all(hasattr(fn, "passes") for fn in callbacks):
+            ok = np.ones(len(rows), dtype=bool)
+            for fn in callbacks:
+                ok &= fn.passes(task, rows)
+            return ok
+        passed = run_predicates(task, rows, callbacks, []).passed
+        out = np.zeros(len(rows), dtype=bool)
+        out[np.searchsorted(rows, passed)] = True
+        return out
+
+    def feasible(self, task: TaskInfo) -> IntArray | None:
+        """Nodes passing fit and predicates, from cache; None when the cache may not be used."""
+        if not self.ssn.predicates_local(task):
+            return None
+        key = task.template_key
+        ok = self.fit_future.get(key, task) & self.predicates.get(key, task)
+        return np.flatnonzero(ok)
+
+
 def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
     if len(idx) == 1:
@@ -60,13 +98,14 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     return int(idx[pick])
 
 
-def prioritize(ssn: Session, task: TaskInfo, idx: IntArray) -> int | None:
+def prioritize(ssn: Session, task: TaskInfo, idx: IntArray, caches: NodeCaches | None = None) -> int | None:
     """Nodes where the task fits idle now come first; those that fit only future idle after."""
     if not len(idx):
         return None
-    table = ssn.nodes
-    cols = task.fit_cols
-    now = np.all(task.init_vec[cols] < table.idle[idx][:, cols] + 0.1, axis=1)
+    if caches is not None:
+        now = caches.fit_idle.get(task.template_key, task)[idx]
+    else:
+        now = fits(task, ssn.nodes.idle, idx)
     for gradient in (idx[now], idx[~now]):
         if len(gradient):
             return select_best(ssn, task, gradient)
@@ -90,6 +129,7 @@ class AllocateAction(Action):
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
+        self.caches = NodeCaches(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -159,6 +199,12 @@ class AllocateAction(Action):
                 break
             passed = self._nominated(ssn, task)
             if passed is None:
+                passed = self.caches.feasible(task)
+                if passed is not None and len(passed):
+                    decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
+                else:
+                    passed = None
+            if passed is None:
                 filtered = filter_nodes(ssn, task, all_nodes)
                 decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
                 if not len(filtered.passed):
@@ -167,7 +213,7 @@ class AllocateAction(Action):
                         continue
                     break
                 passed = filtered.passed
-            best = prioritize(ssn, task, passed)
+            best = prioritize(ssn, task, passed, self.caches)
             if best is None:
                 continue
             node = ssn.node_list[best]

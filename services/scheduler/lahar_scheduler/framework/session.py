@@ -362,6 +362,15 @@ class Session:
     def predicate_callbacks(self) -> list[Any]:
         return list(self._flat("predicate"))
 
+    def predicates_local(self, task: TaskInfo) -> bool:
+        """True when every predicate's verdict on a node depends only on that node and the task,
+        so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""
+        for fn in self._flat("predicate"):
+            local = getattr(fn, "is_local", None)
+            if local is None or not local(task):
+                return False
+        return True
+
     def predicate(self, task: TaskInfo, idx: IntArray) -> Filtered:
         """PredicateFn over many nodes at once (plugins only, no resource check)."""
         return run_predicates(task, idx, self.predicate_callbacks(), [])

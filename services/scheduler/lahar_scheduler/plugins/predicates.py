@@ -172,8 +172,29 @@ class PredicatesPlugin(Plugin):
             if _required_terms(task.pod, anti=True):
                 self.anti[id(task)] = task
 
-        ssn.add("predicate", self.predicate)
+        ssn.add("predicate", _Callback(self))
         ssn.add_event_handler(EventHandler(on_allocate, None))
+
+    def is_local(self, task: TaskInfo) -> bool:
+        """Verdicts on node n depend only on node n unless affinity or spreading is involved."""
+        pod = task.pod
+        if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
+            return False
+        if self.opts.pod_affinity:
+            if _required_terms(pod, anti=False) or _required_terms(pod, anti=True):
+                return False
+            if self.anti and self._existing_anti_applies(task):
+                return False
+        return True
+
+    def _existing_anti_applies(self, task: TaskInfo) -> bool:
+        meta = task.pod.metadata
+        for other in self.anti.values():
+            for term in _required_terms(other.pod, anti=True):
+                names = self.topo.namespaces_of(other.pod, term)
+                if _ns_ok(names, meta.namespace) and label_selector_matches(term.label_selector, meta.labels):
+                    return True
+        return False
 
     # -- the PredicateFn ------------------------------------------------------------------
     def predicate(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
@@ -196,6 +217,18 @@ class PredicatesPlugin(Plugin):
         if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
             self._spread(pod, idx, alive, failures)
         return failures
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        table = self.table
+        ok = table.pod_count[idx] < table.max_pods[idx]
+        for f in self.stable.failures(task.pod):
+            ok &= ~f.mask[idx]
+        if self.opts.node_ports and _host_ports(task.pod):
+            failures: list[Failure] = []
+            self._ports(task.pod, idx, np.ones(len(idx), dtype=bool), failures)
+            for f in failures:
+                ok &= ~f.mask
+        return ok
 
     def _add(
         self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code
@@ -335,6 +368,21 @@ class PredicatesPlugin(Plugin):
             "node(s) didn't match pod topology spread constraints",
             Code.UNSCHEDULABLE,
         )
+
+
+class _Callback:
+    """The PredicateFn, with ``is_local`` so the allocate action may cache verdicts per node."""
+
+    def __init__(self, plugin: PredicatesPlugin) -> None:
+        self.plugin = plugin
+        self.is_local = plugin.is_local
+
+    def __call__(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
+        return self.plugin.predicate(task, idx)
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        """Pass/fail only, for cached evaluation of local verdicts (no reasons collected)."""
+        return self.plugin.passes(task, idx)
 
 
 def _ns_ok(names: set[str] | None, namespace: str) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar.api.objects import Pod, PodAffinityTerm
+from lahar.api.objects import Pod, PodAffinityTerm, PreferredSchedulingTerm
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, node_term_matches, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 
@@ -66,7 +66,12 @@ def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntA
     alloc = table.alloc[idx][:, cols]
     req = table.requested[idx][:, cols] + np.array(pod_req)
     valid = alloc > 0
-    frac = np.where(valid, np.minimum(req / np.where(valid, alloc, 1), 1.0), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(valid, np.minimum(req / alloc, 1.0), 0.0)
+    if valid.all() and len(cols) == 2:
+        # The common case: cpu and memory on every node; kube's std is then |f0 − f1| / 2.
+        std = np.abs(frac[:, 0] - frac[:, 1]) / 2
+        return ((1 - std) * MAX).astype(np.int64)
     count = valid.sum(axis=1)
     mean = np.where(count > 0, frac.sum(axis=1) / np.maximum(count, 1), 0.0)
     var = np.where(valid, (frac - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(count, 1)
@@ -91,36 +96,33 @@ def default_normalize(raw: IntArray, reverse: bool) -> IntArray:
     return MAX - scaled if reverse else scaled
 
 
-def node_affinity(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray | None:
+def preferred_terms(pod: Pod) -> list[PreferredSchedulingTerm]:
     aff = pod.spec.affinity
-    terms = (
-        aff.node_affinity.preferred_during_scheduling_ignored_during_execution
-        if aff and aff.node_affinity
-        else []
-    )
-    if not terms:
-        return None
-    raw = np.zeros(len(idx), dtype=np.int64)
-    for j, n in enumerate(idx):
-        node = table.infos[n]
-        raw[j] = sum(
-            t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels)
-        )
-    return default_normalize(raw, reverse=False)
+    if aff is None or aff.node_affinity is None:
+        return []
+    return list(aff.node_affinity.preferred_during_scheduling_ignored_during_execution)
 
 
-def taint_toleration(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray:
+def node_affinity_raw(table: NodeTable, terms: list[PreferredSchedulingTerm]) -> IntArray:
+    """Σ weights of the preferred terms each node matches, over every node."""
+    raw = np.zeros(len(table.infos), dtype=np.int64)
+    for j, node in enumerate(table.infos):
+        raw[j] = sum(t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels))
+    return raw
+
+
+def taint_raw(table: NodeTable, pod: Pod) -> IntArray:
+    """Per node, the PreferNoSchedule taints the pod does not tolerate."""
     tolerations = [t for t in pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
-    raw = np.zeros(len(idx), dtype=np.int64)
-    for j, n in enumerate(idx):
-        taints = table.infos[n].taints
-        if taints:
+    raw = np.zeros(len(table.infos), dtype=np.int64)
+    for j, node in enumerate(table.infos):
+        if node.taints:
             raw[j] = sum(
                 1
-                for t in taints
+                for t in node.taints
                 if t.effect == "PreferNoSchedule" and not tolerates(tolerations, t.key, t.value, t.effect)
             )
-    return default_normalize(raw, reverse=True)
+    return raw
 
 
 def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
@@ -133,10 +135,18 @@ def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
     ]
 
 
-def inter_pod_affinity(topo: TopologyIndex, pod: Pod, idx: IntArray, hard_weight: int = 1) -> IntArray | None:
-    """InterPodAffinity scoring: preferred terms both ways, plus existing pods' required affinity."""
+def inter_pod_affinity(
+    topo: TopologyIndex, pod: Pod, idx: IntArray, with_affinity: int, hard_weight: int = 1
+) -> IntArray | None:
+    """InterPodAffinity scoring: preferred terms both ways, plus existing pods' required affinity.
+
+    ``with_affinity`` counts placed pods that carry affinity terms; when it is zero and the pod
+    has none either, kube's PreScore finds nothing to score.
+    """
     aff = pod.spec.affinity
     has_own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+    if not has_own and not with_affinity:
+        return None
     own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [
         (t, w, -1) for t, w in _weighted_terms(pod, True)
     ]
