@@ -5,6 +5,11 @@ keeps, for each task shape (``template_key``), an array over all nodes computed 
 function (row n depends only on node n and the task), and recomputes just the rows that
 ``NodeTable.changes`` lists since the entry was last read.  Only row-local functions may be
 cached this way.
+
+A cache may also take a scalar ``row`` function computing one node's value.  Updating one or
+two rows through numpy costs tens of microseconds of call overhead per operation, while plain
+Python arithmetic on one row costs well under one; the scalar twin must compute exactly what the
+vector function does (a property test checks each pair).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
     from lahar_scheduler.framework.nodes import IntArray, NodeTable
 
+SCALAR_ROWS = 8
 A = TypeVar("A", bound=np.ndarray)  # type: ignore[type-arg]
 
 
@@ -31,9 +37,16 @@ class _Entry(Generic[A]):
 
 
 class RowCache(Generic[A]):
-    def __init__(self, table: NodeTable, compute: Callable[[TaskInfo, IntArray], A], size: int = 64) -> None:
+    def __init__(
+        self,
+        table: NodeTable,
+        compute: Callable[[TaskInfo, IntArray], A],
+        row: Callable[[TaskInfo, int], float] | None = None,
+        size: int = 64,
+    ) -> None:
         self.table = table
         self.compute = compute
+        self.row = row
         self.size = size
         self._entries: OrderedDict[bytes, _Entry[A]] = OrderedDict()
 
@@ -48,8 +61,12 @@ class RowCache(Generic[A]):
             return values
         self._entries.move_to_end(key)
         if entry.read < len(changes):
-            pending = changes[entry.read :]
-            rows = np.array(sorted(set(pending)) if len(pending) > 1 else pending, dtype=np.intp)
-            entry.values[rows] = self.compute(task, rows)
+            pending = set(changes[entry.read :])
+            if self.row is not None and len(pending) <= SCALAR_ROWS:
+                for i in pending:
+                    entry.values[i] = self.row(task, i)
+            else:
+                rows = np.array(sorted(pending), dtype=np.intp)
+                entry.values[rows] = self.compute(task, rows)
             entry.read = len(changes)
         return entry.values

@@ -84,15 +84,38 @@ def binpack_scores(table: NodeTable, task: TaskInfo, idx: IntArray, weights: dic
     if not len(cols):
         return np.zeros(len(idx))
     known = cols >= 0
+    rows = idx[:, None]
     safe = np.where(known, cols, 0)
-    cap = np.where(known, table.alloc[idx][:, safe], 0.0)
-    after = np.where(known, table.used[idx][:, safe], 0.0) + reqs
+    cap = np.where(known, table.alloc[rows, safe], 0.0)
+    after = np.where(known, table.used[rows, safe], 0.0) + reqs
     scored = (cap != 0) & (ws != 0)
     over = (scored & (after > cap)).any(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         part = np.where(scored, after * ws / cap, 0.0)
     total = part.sum(axis=1) / ws.sum() if ws.sum() > 0 else part.sum(axis=1)
     return np.where(over, 0.0, total * 100 * scale)
+
+
+def binpack_row(table: NodeTable, task: TaskInfo, i: int, weights: dict[str, int], scale: float) -> float:
+    """Scalar twin of ``binpack_scores`` for one node (see RowCache)."""
+    total, weight_sum = 0.0, 0
+    for name in task.resreq.names():
+        request = task.resreq.get(name)
+        if request == 0 or name not in weights:
+            continue
+        w = weights[name]
+        weight_sum += w
+        col = table.space.index.get(name)
+        cap = float(table.alloc[i, col]) if col is not None else 0.0
+        if cap == 0 or w == 0:
+            continue
+        after = float(table.used[i, col]) + request
+        if after > cap:
+            return 0.0
+        total += after * w / cap
+    if weight_sum > 0:
+        total /= weight_sum
+    return total * 100 * scale
 
 
 class BinpackPlugin(Plugin):
@@ -106,5 +129,9 @@ class BinpackPlugin(Plugin):
             return
         table = ssn.nodes
         # Row-local, so cached per task shape and refreshed on changed nodes only.
-        cache = RowCache(table, lambda task, rows: binpack_scores(table, task, rows, args.resources, args.weight))
+        cache = RowCache(
+            table,
+            lambda task, rows: binpack_scores(table, task, rows, args.resources, args.weight),
+            lambda task, i: binpack_row(table, task, i, args.resources, args.weight),
+        )
         ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])

@@ -57,7 +57,7 @@ class NodeOrderPlugin(Plugin):
                 self.with_affinity += 1
 
         # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
-        self._local = RowCache(self.table, self._local_scores)
+        self._local = RowCache(self.table, self._local_scores, self._local_row)
         ssn.add("node_order", self.score)
         ssn.add_event_handler(EventHandler(on_allocate, None))
 
@@ -80,6 +80,19 @@ class NodeOrderPlugin(Plugin):
             got = cache[key] = make()
         return got
 
+    def _local_row(self, task: TaskInfo, i: int) -> float:
+        w, table = self.w, self.table
+        total = 0.0
+        if w.least_requested:
+            total += scores.least_allocated_row(table, task, i) * w.least_requested
+        if w.most_requested:
+            total += scores.most_allocated_row(table, task, i) * w.most_requested
+        if w.balanced_resource:
+            got = scores.balanced_allocation_row(table, task, i)
+            if got is not None:
+                total += got * w.balanced_resource
+        return total
+
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
         total = self._local.get(task.template_key, task)[idx]
@@ -94,7 +107,10 @@ class NodeOrderPlugin(Plugin):
                 total += got * w.pod_affinity
         if w.taint_toleration:
             raw = self._static(self._taint_raw, task.template_key, lambda: scores.taint_raw(table, pod))
-            total += scores.default_normalize(raw[idx], reverse=True) * w.taint_toleration
+            if raw.any():
+                total += scores.default_normalize(raw[idx], reverse=True) * w.taint_toleration
+            else:
+                total += scores.MAX * w.taint_toleration  # no PreferNoSchedule taint anywhere
         if w.pod_topology_spread:
             got = scores.topology_spread(self.topo, pod, idx)
             if got is not None:

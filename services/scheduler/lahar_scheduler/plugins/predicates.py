@@ -62,9 +62,17 @@ class StableFilters:
         self.table = table
         self.args = args
         self._cache: dict[bytes, list[Failure]] = {}
+        self._by_shape: dict[bytes, list[Failure]] = {}
         self._label_values: dict[str, np.ndarray] = {}
         self._tainted = np.array([bool(hard_taints(n.taints)) for n in table.infos], dtype=bool)
         self._cordoned = np.array([n.unschedulable for n in table.infos], dtype=bool)
+
+    def for_task(self, task: TaskInfo) -> list[Failure]:
+        """``failures`` memoised per task shape (the shape key covers selector, affinity, tolerations)."""
+        got = self._by_shape.get(task.template_key)
+        if got is None:
+            got = self._by_shape[task.template_key] = self.failures(task.pod)
+        return got
 
     def failures(self, pod: Pod) -> list[Failure]:
         spec = pod.spec
@@ -204,7 +212,7 @@ class PredicatesPlugin(Plugin):
         if over.any():
             failures.append(Failure(over, POD_NUMBER_EXCEEDED, Code.UNSCHEDULABLE))
         alive = np.ones(len(idx), dtype=bool)
-        for f in self.stable.failures(task.pod):
+        for f in self.stable.for_task(task):
             mask = f.mask[idx] & alive
             if mask.any():
                 failures.append(Failure(mask, f.reason, f.code))
@@ -218,10 +226,21 @@ class PredicatesPlugin(Plugin):
             self._spread(pod, idx, alive, failures)
         return failures
 
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        """Scalar twin of ``passes`` for one node (see RowCache)."""
+        table = self.table
+        if table.pod_count[i] >= table.max_pods[i]:
+            return False
+        if any(f.mask[i] for f in self.stable.for_task(task)):
+            return False
+        if self.opts.node_ports and _host_ports(task.pod):
+            return bool(self.passes(task, np.array([i], dtype=np.intp))[0])
+        return True
+
     def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
         table = self.table
         ok = table.pod_count[idx] < table.max_pods[idx]
-        for f in self.stable.failures(task.pod):
+        for f in self.stable.for_task(task):
             ok &= ~f.mask[idx]
         if self.opts.node_ports and _host_ports(task.pod):
             failures: list[Failure] = []
@@ -383,6 +402,9 @@ class _Callback:
     def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
         """Pass/fail only, for cached evaluation of local verdicts (no reasons collected)."""
         return self.plugin.passes(task, idx)
+
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        return self.plugin.passes_row(task, i)
 
 
 def _ns_ok(names: set[str] | None, namespace: str) -> bool:
