@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,16 @@ import nats
 import pytest
 import redis
 
-from lahar.infra import NATS_URL_ENV, REDIS_URL_ENV, Infra, InfraError
+from lahar.infra import (
+    NATS_URL_ENV,
+    REDIS_URL_ENV,
+    Infra,
+    InfraError,
+    Server,
+    process,
+    start_nats,
+    start_redis,
+)
 
 SERVER_PROGRAMS = {"nats-server", "valkey-server"}
 STARTUP_BUDGET = 3.0  # seconds for both servers, on the project's 2-core machines
@@ -220,3 +230,23 @@ def test_cli_rejects_an_invalid_url_setting(
     args = build_parser().parse_args(["infra"])
     assert args.handler(args) == 2
     assert f"lahar infra: {REDIS_URL_ENV}: " in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("no_url_settings")
+@pytest.mark.parametrize("start", [start_nats, start_redis], ids=["nats", "redis"])
+def test_a_server_that_loses_the_race_for_its_port_moves_to_another(
+    monkeypatch: pytest.MonkeyPatch, start: Callable[[], Server]
+) -> None:
+    # Someone else takes the port between free_port() and the server's bind: the first pick is a
+    # port we hold ourselves, later picks are genuinely free.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        busy = taken.getsockname()[1]
+        picks = iter([busy])
+        real_free_port = process.free_port
+        monkeypatch.setattr(process, "free_port", lambda host: next(picks, None) or real_free_port(host))
+        server = start()
+        try:
+            assert server.url.rsplit(":", 1)[1].split("/")[0] != str(busy)
+            assert server.running
+        finally:
+            server.stop()

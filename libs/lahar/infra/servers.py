@@ -119,6 +119,8 @@ class EmbeddedServer(ABC):
 
     def spawn(self, timeout: float = 10.0) -> None:
         """Launch the server; it must answer within ``timeout`` seconds from now."""
+        if self.running:
+            raise InfraError(f"{self.program} is already running ({self.url})")
         try:
             if self._given_dir is None:
                 self._temp_dir = self._temp_dir or Path(tempfile.mkdtemp(prefix=f"lahar-{self.program}-"))

@@ -36,10 +36,10 @@ def start_redis(
 
 
 def _started(server: EmbeddedServer, timeout: float) -> EmbeddedServer:
-    server.spawn(timeout)
     try:
+        server.spawn(timeout)
         server.wait_ready()
-    except BaseException:  # e.g. Ctrl-C while waiting: do not leave it running
+    except BaseException:  # a failure, or Ctrl-C while waiting: leave no process or temporary folder
         server.stop(timeout=1.0)
         raise
     return server
