@@ -136,7 +136,7 @@ class EmbeddedServer(ABC):
 
     def wait_ready(self) -> None:
         """Block until the server answers; raise InfraError (after stopping it) if it cannot."""
-        for delay in _backoff():
+        for delay in backoff():
             if self.poll_ready():
                 return
             assert self._proc is not None
@@ -262,7 +262,7 @@ def _read_line(sock: socket.socket, limit: int = 65536) -> bytes:
     return data
 
 
-def _backoff(first: float = 0.005, longest: float = 0.1) -> Iterator[float]:
+def backoff(first: float = 0.005, longest: float = 0.1) -> Iterator[float]:
     """Pauses between readiness probes: short at first, since servers start in milliseconds."""
     delay = first
     while True:

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 
 from lahar.infra.errors import InfraError
-from lahar.infra.servers import EmbeddedServer, ExternalServer, NatsServer, RedisServer, Server
+from lahar.infra.servers import EmbeddedServer, ExternalServer, NatsServer, RedisServer, Server, backoff
 from lahar.infra.settings import nats_url_setting, redis_url_setting
 
 STARTUP_TIMEOUT = 10.0  # seconds; both servers start in well under one on a laptop
@@ -101,10 +101,10 @@ class Infra:
         self._launch()
         with self._stopped_on_error():
             for server in self._embedded():
-                delay = 0.005
-                while not server.poll_ready():
-                    await asyncio.sleep(delay)  # between probes; poll_ready() enforces the deadline
-                    delay = min(delay * 2, 0.1)
+                for delay in backoff():
+                    if server.poll_ready():  # raises once the deadline has passed
+                        break
+                    await asyncio.sleep(delay)
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
