@@ -24,13 +24,6 @@ from lahar.infra import (
 from lahar.infra.pytest_plugin import delete_nats_streams, delete_redis_keys
 
 
-@pytest.fixture
-def no_url_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """For tests that start servers of their own, whatever the session was pointed at."""
-    monkeypatch.delenv(NATS_URL_ENV, raising=False)
-    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
-
-
 async def test_jetstream_stream_publish_and_consume(jetstream: JetStreamContext, lahar_prefix: str) -> None:
     stream = f"{lahar_prefix}_EVENTS"
     await jetstream.add_stream(name=stream, subjects=[f"{lahar_prefix}.events.>"])

@@ -92,12 +92,6 @@ def env_without_url_settings(**extra: str) -> dict[str, str]:
     return env | extra
 
 
-@pytest.fixture
-def no_url_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(NATS_URL_ENV, raising=False)
-    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
-
-
 @pytest.mark.usefixtures("no_url_settings")
 def test_both_servers_start_within_budget_and_stop_completely() -> None:
     began = time.perf_counter()
