@@ -57,9 +57,7 @@ _seen_prefixes: list[str] = []
 
 @pytest.mark.parametrize("run", [1, 2])
 def test_each_test_gets_its_own_prefix(lahar_prefix: str, run: int) -> None:
-    assert re.fullmatch(r"t\d+_[0-9a-f]{8}", lahar_prefix), (
-        "must be a valid key part, subject token and stream name"
-    )
+    assert re.fullmatch(r"t\d+_[0-9a-f]{8}", lahar_prefix), "must be a valid key part, subject token and stream name"
     assert lahar_prefix not in _seen_prefixes
     _seen_prefixes.append(lahar_prefix)
 

@@ -142,9 +142,7 @@ def test_sigkilled_parent_leaves_no_server() -> None:
     finally:
         child.kill()  # SIGKILL: no Python code of the child runs any more
         child.wait()
-    wait_until(
-        lambda: not any(alive(p) for p in servers), f"servers {servers} gone after their parent's SIGKILL"
-    )
+    wait_until(lambda: not any(alive(p) for p in servers), f"servers {servers} gone after their parent's SIGKILL")
 
 
 SESSION_TEST = """

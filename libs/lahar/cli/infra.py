@@ -26,8 +26,7 @@ def register(sub: Any) -> None:
         "--data-dir",
         type=Path,
         default=None,
-        help="keep the servers' data here, under nats/ and redis/ "
-        "(default: a temporary folder, removed on exit)",
+        help="keep the servers' data here, under nats/ and redis/ (default: a temporary folder, removed on exit)",
     )
     p.set_defaults(handler=run)
 

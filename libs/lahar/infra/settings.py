@@ -24,9 +24,7 @@ def redis_url_setting(explicit: str | None = None) -> str | None:
     return _url_setting(explicit, "redis_url", REDIS_URL_ENV, _REDIS_SCHEMES, "redis://127.0.0.1:6379/0")
 
 
-def _url_setting(
-    explicit: str | None, argument: str, env: str, schemes: tuple[str, ...], example: str
-) -> str | None:
+def _url_setting(explicit: str | None, argument: str, env: str, schemes: tuple[str, ...], example: str) -> str | None:
     source, value = (argument, explicit) if explicit is not None else (env, os.environ.get(env, ""))
     if explicit is None and not value.strip():
         return None  # unset and set-but-empty both mean "start our own"

@@ -17,18 +17,14 @@ STARTUP_TIMEOUT = 10.0  # seconds; both servers start in well under one on a lap
 STOP_TIMEOUT = 5.0  # seconds of grace after SIGTERM before SIGKILL
 
 
-def start_nats(
-    data_dir: Path | None = None, *, url: str | None = None, timeout: float = STARTUP_TIMEOUT
-) -> Server:
+def start_nats(data_dir: Path | None = None, *, url: str | None = None, timeout: float = STARTUP_TIMEOUT) -> Server:
     """A NATS server with JetStream, ready to use: the one at ``url`` or ``$LAHAR_NATS_URL`` if
     set, else our own on a free loopback port with its data in ``data_dir`` (default: temporary)."""
     external = nats_url_setting(url)
     return ExternalServer(external) if external else _started(NatsServer(data_dir), timeout)
 
 
-def start_redis(
-    data_dir: Path | None = None, *, url: str | None = None, timeout: float = STARTUP_TIMEOUT
-) -> Server:
+def start_redis(data_dir: Path | None = None, *, url: str | None = None, timeout: float = STARTUP_TIMEOUT) -> Server:
     """A Redis-compatible server, ready to use: the one at ``url`` or ``$LAHAR_REDIS_URL`` if set,
     else our own valkey-server on a free loopback port, persistent only if ``data_dir`` is given."""
     external = redis_url_setting(url)

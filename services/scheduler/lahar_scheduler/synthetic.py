@@ -99,7 +99,12 @@ def make_queues(count: int) -> list[Queue]:
 
 
 def make_jobs(
-    pods: int, tasks_per_job: int, queues: int, seed: int = 0, namespace: str = "bench", stamp: str | None = None
+    pods: int,
+    tasks_per_job: int,
+    queues: int,
+    seed: int = 0,
+    namespace: str = "bench",
+    stamp: str | None = None,
 ) -> tuple[list[PodGroup], list[Pod]]:
     """Gang jobs (minMember = tasks) of identical tasks; one in ten asks for GPUs."""
     rng = random.Random(seed)

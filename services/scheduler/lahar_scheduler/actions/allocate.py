@@ -19,8 +19,8 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
-from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
@@ -51,7 +51,7 @@ def filter_nodes(ssn: Session, task: TaskInfo, idx: IntArray, check_fit: bool = 
 def fits(task: TaskInfo, have: np.ndarray, rows: IntArray) -> np.ndarray:
     """Volcano's LessEqual(request, have, Zero) on the task's checked columns, per row."""
     cols = task.fit_cols
-    return np.all(task.init_vec[cols] < have[rows[:, None], cols] + 0.1, axis=1)
+    return np.asarray(np.all(task.init_vec[cols] < have[rows[:, None], cols] + 0.1, axis=1))
 
 
 NO_FIT, FITS_FUTURE, FITS_IDLE = 0, 1, 2
@@ -181,12 +181,12 @@ class AllocateAction(Action):
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
-            tasks = worksheets[job.uid]
-            stmt = self.allocate_job(ssn, job, queue, tasks)
+            worksheet = worksheets[job.uid]
+            stmt = self.allocate_job(ssn, job, queue, worksheet)
             if stmt is not None and ssn.job_ready(job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
-                if len(tasks):
+                if len(worksheet):
                     jobs.push(job)
             queues.push(queue)
 

@@ -129,9 +129,7 @@ class Session:
         self.node_list: list[NodeInfo] = snapshot.nodes.infos
         self.queues: dict[str, QueueInfo] = snapshot.queues
         self.jobs: dict[str, JobInfo] = {
-            uid: job
-            for uid, job in snapshot.jobs.items()
-            if job.podgroup is not None and job.queue in snapshot.queues
+            uid: job for uid, job in snapshot.jobs.items() if job.podgroup is not None and job.queue in snapshot.queues
         }
         self.total_resource = snapshot.total_resource()
         self.enabled_actions = frozenset(conf.actions)
@@ -483,8 +481,7 @@ class Session:
             self._task_reasons(job)
             conds = self.conditions.get(job.uid, [])
             unschedulable = any(
-                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid
-                for c in conds
+                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid for c in conds
             )
             phase = pod_group_phase(job, unschedulable)
             old_phase, old_conds = self._old_status[job.uid]

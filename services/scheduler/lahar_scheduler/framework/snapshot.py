@@ -46,7 +46,10 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
         (init.milli_cpu, init.memory, resreq.milli_cpu, resreq.memory),
         sorted(pod.metadata.labels.items()) if spec.affinity or spec.topology_spread_constraints else None,
         sorted((k, v) for k, v in pod.metadata.annotations.items() if k.startswith("volcano.sh/")),
-        [(c.resources.requests.get("cpu") is None, c.resources.requests.get("memory") is None) for c in spec.containers],
+        [
+            (c.resources.requests.get("cpu") is None, c.resources.requests.get("memory") is None)
+            for c in spec.containers
+        ],
     )
     return _key_encoder.encode(parts)
 
@@ -211,7 +214,7 @@ class Snapshot:
         """Σ node allocatable, with every resource any node offers."""
         alloc = self.nodes.alloc
         row = alloc.sum(axis=0) if len(alloc) else np.zeros(len(self.space))
-        present = self.nodes.present.any(axis=0) if len(alloc) else None
+        present = np.asarray(self.nodes.present.any(axis=0)) if len(alloc) else None
         return self.space.resource(row, present)
 
 

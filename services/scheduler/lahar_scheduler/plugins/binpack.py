@@ -75,7 +75,9 @@ def binpack_plan(table: NodeTable, task: TaskInfo, weights: dict[str, int]) -> t
     return np.array(cols, dtype=np.intp), np.array(reqs, dtype=float), np.array(ws, dtype=float)
 
 
-def binpack_scores(table: NodeTable, task: TaskInfo, idx: IntArray, weights: dict[str, int], scale: float) -> FloatArray:
+def binpack_scores(
+    table: NodeTable, task: TaskInfo, idx: IntArray, weights: dict[str, int], scale: float
+) -> FloatArray:
     """Σ over requested resources of (used + request)·w / allocatable, over Σw, × 100 × scale.
 
     A node where any requested resource would exceed allocatable scores 0.

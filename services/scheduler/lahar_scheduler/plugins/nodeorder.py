@@ -99,7 +99,9 @@ class NodeOrderPlugin(Plugin):
         if w.node_affinity:
             terms = scores.preferred_terms(pod)
             if terms:
-                raw = self._static(self._affinity_raw, task.template_key, lambda: scores.node_affinity_raw(table, terms))
+                raw = self._static(
+                    self._affinity_raw, task.template_key, lambda: scores.node_affinity_raw(table, terms)
+                )
                 total += scores.default_normalize(raw[idx], reverse=False) * w.node_affinity
         if w.pod_affinity:
             got = scores.inter_pod_affinity(self.topo, pod, idx, self.with_affinity)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from lahar.api.objects import Pod, PodAffinityTerm, Taint, Toleration
+from lahar.api.objects import LabelSelector, Pod, PodAffinityTerm, Taint, Toleration
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
@@ -101,9 +101,7 @@ class StableFilters:
         alive = np.ones(n, dtype=bool)
         out: list[Failure] = []
         tolerations = pod.spec.tolerations
-        if self._cordoned.any() and not tolerates(
-            tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"
-        ):
+        if self._cordoned.any() and not tolerates(tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"):
             out.append(Failure(self._cordoned.copy(), "node(s) were unschedulable", UNRESOLVABLE))
             alive &= ~self._cordoned
         if self.args.node_affinity:
@@ -126,12 +124,16 @@ class StableFilters:
         for key, val in pod.spec.node_selector.items():
             ok &= self._labels(key) == val
         aff = pod.spec.affinity
-        if aff is not None and aff.node_affinity is not None:
-            if aff.node_affinity.required_during_scheduling_ignored_during_execution is not None:
-                for i in np.flatnonzero(ok):
-                    node = self.table.infos[i]
-                    if not pod_matches_node(pod, node.name, node.labels):
-                        ok[i] = False
+        required = (
+            aff.node_affinity.required_during_scheduling_ignored_during_execution
+            if aff is not None and aff.node_affinity is not None
+            else None
+        )
+        if aff is not None and aff.node_affinity is not None and required is not None:
+            for i in np.flatnonzero(ok):
+                node = self.table.infos[i]
+                if not pod_matches_node(pod, node.name, node.labels):
+                    ok[i] = False
         return ok
 
 
@@ -171,9 +173,7 @@ class PredicatesPlugin(Plugin):
         self.stable = StableFilters(ssn.nodes, self.opts)
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
         # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.
-        self.anti: dict[int, TaskInfo] = {
-            id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)
-        }
+        self.anti: dict[int, TaskInfo] = {id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)}
 
         def on_allocate(task: TaskInfo) -> None:
             # Entries whose task left its node are skipped when read (they have no node_name).
@@ -249,9 +249,7 @@ class PredicatesPlugin(Plugin):
                 ok &= ~f.mask
         return ok
 
-    def _add(
-        self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code
-    ) -> None:
+    def _add(self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code) -> None:
         mask = mask & alive
         if mask.any():
             failures.append(Failure(mask, reason, code))
@@ -292,9 +290,7 @@ class PredicatesPlugin(Plugin):
                 counts = self._term_counts(pod, term)
                 codes = self.topo.node_domain_values(term.topology_key, idx)
                 bad |= (codes >= 0) & (counts[np.maximum(codes, 0)] > 0)
-            self._add(
-                failures, bad, alive, "node(s) didn't match pod anti-affinity rules", Code.UNSCHEDULABLE
-            )
+            self._add(failures, bad, alive, "node(s) didn't match pod anti-affinity rules", Code.UNSCHEDULABLE)
         if self.anti:
             bad = self._existing_anti(task, idx)
             self._add(
@@ -339,9 +335,7 @@ class PredicatesPlugin(Plugin):
             node = self.table.by_name[other.node_name]
             for term in _required_terms(other.pod, anti=True):
                 names = self.topo.namespaces_of(other.pod, term)
-                if not _ns_ok(names, meta.namespace) or not label_selector_matches(
-                    term.label_selector, meta.labels
-                ):
+                if not _ns_ok(names, meta.namespace) or not label_selector_matches(term.label_selector, meta.labels):
                     continue
                 dom = self.topo.domains(term.topology_key)
                 own = dom.code[node.index]
@@ -411,20 +405,15 @@ def _ns_ok(names: set[str] | None, namespace: str) -> bool:
     return names is None or namespace in names
 
 
-def _with_match_label_keys(selector: object, keys: list[str], pod: Pod) -> object:
-    from lahar.api.objects import LabelSelector
-
+def _with_match_label_keys(selector: LabelSelector | None, keys: list[str], pod: Pod) -> LabelSelector | None:
     if not keys or selector is None:
         return selector
-    assert isinstance(selector, LabelSelector)
     extra = {k: pod.metadata.labels[k] for k in keys if k in pod.metadata.labels}
-    return LabelSelector(
-        match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions
-    )
+    return LabelSelector(match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions)
 
 
 def _count_live(
-    topo: TopologyIndex, key: str, selector: object, namespace: str, eligible: BoolArray
+    topo: TopologyIndex, key: str, selector: LabelSelector | None, namespace: str, eligible: BoolArray
 ) -> np.ndarray:
     """Matching, non-terminating pods per domain, on eligible nodes only (kube's spread counting)."""
     dom = topo.domains(key)
@@ -433,6 +422,6 @@ def _count_live(
         c = dom.code[n]
         if c < 0 or not eligible[n] or t.pod.metadata.deletion_timestamp is not None:
             continue
-        if t.namespace == namespace and label_selector_matches(selector, t.pod.metadata.labels):  # type: ignore[arg-type]
+        if t.namespace == namespace and label_selector_matches(selector, t.pod.metadata.labels):
             counts[c] += 1
     return counts

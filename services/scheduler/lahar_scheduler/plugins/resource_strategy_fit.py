@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -127,4 +127,3 @@ class ResourceStrategyFitPlugin(Plugin):
         if weight > 0:
             cache = RowCache(table, lambda task, rows: strategy_scores(table, task, rows, resources, weight))
             ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])
-

@@ -71,12 +71,12 @@ def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> Floa
         frac = np.where(valid, np.minimum(req / alloc, 1.0), 0.0)
     if len(cols) == 2 and valid.all():
         # The common case: cpu and memory on every node; kube's std is then |f0 − f1| / 2.
-        return np.floor((1 - np.abs(frac[:, 0] - frac[:, 1]) / 2) * MAX)
+        return np.asarray(np.floor((1 - np.abs(frac[:, 0] - frac[:, 1]) / 2) * MAX))
     count = valid.sum(axis=1)
     mean = np.where(count > 0, frac.sum(axis=1) / np.maximum(count, 1), 0.0)
     var = np.where(valid, (frac - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(count, 1)
     std = np.where(count == 2, np.abs(_pair_diff(frac, valid)) / 2, np.where(count > 2, np.sqrt(var), 0.0))
-    return np.floor((1 - std) * MAX)
+    return np.asarray(np.floor((1 - std) * MAX))
 
 
 # Scalar twins of the vector kernels above, for updating one node (see RowCache).
@@ -184,9 +184,7 @@ def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
     group = (aff.pod_anti_affinity if anti else aff.pod_affinity) if aff else None
     if group is None:
         return []
-    return [
-        (w.pod_affinity_term, w.weight) for w in group.preferred_during_scheduling_ignored_during_execution
-    ]
+    return [(w.pod_affinity_term, w.weight) for w in group.preferred_during_scheduling_ignored_during_execution]
 
 
 def inter_pod_affinity(
@@ -201,9 +199,7 @@ def inter_pod_affinity(
     has_own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
     if not has_own and not with_affinity:
         return None
-    own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [
-        (t, w, -1) for t, w in _weighted_terms(pod, True)
-    ]
+    own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [(t, w, -1) for t, w in _weighted_terms(pod, True)]
     scores: dict[tuple[str, str], int] = {}
     table = topo.table
     any_existing = False
@@ -293,11 +289,7 @@ def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | 
         counts = np.zeros(max(d.count, 1) if not hostname else len(table.infos), dtype=np.int64)
         for t, n in topo.placed():
             code = d.code[n]
-            if (
-                code < 0
-                or t.pod.metadata.deletion_timestamp is not None
-                or t.namespace != pod.metadata.namespace
-            ):
+            if code < 0 or t.pod.metadata.deletion_timestamp is not None or t.namespace != pod.metadata.namespace:
                 continue
             if not hostname and (not eligible[n] or code not in candidate_domains[ci]):
                 continue
