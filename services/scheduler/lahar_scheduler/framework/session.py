@@ -389,30 +389,11 @@ class Session:
 
     # -- task moves (used by Statement and by backfill's direct allocate) ------------------
     def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
-        """Change a task's status and node, keeping job and node accounting consistent."""
+        """Change a task's status and node (remembering its first state, to undo at close)."""
         key = id(task)
         if key not in self._touched:
             self._touched[key] = (task, task.status, task.node_name)
-        job = self.snapshot.jobs.get(task.job)
-        if node_name == task.node_name and _same_accounting(task.status, status):
-            # e.g. Allocated → Binding: the node's sums do not change, so leave the node alone
-            # (and its cached per-node results valid).
-            if job is not None:
-                job.update_status(task, status)
-            else:
-                task.status = status
-            return
-        old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
-        if old_node is not None and task.uid in old_node.tasks:
-            self.nodes.remove_task(old_node, task)
-        if job is not None:
-            job.update_status(task, status)
-        else:
-            task.status = status
-        task.node_name = node_name
-        new_node = self.nodes.by_name.get(node_name) if node_name else None
-        if new_node is not None and status not in (S.PENDING, S.SUCCEEDED, S.FAILED):
-            self.nodes.add_task(new_node, task)
+        self.snapshot.move(task, status, node_name)
 
     def fire_allocate(self, task: TaskInfo) -> None:
         for h in self._handlers:
@@ -543,14 +524,6 @@ class Session:
             if task.status != status or task.node_name != node:
                 self.move(task, status, node)
         self._touched.clear()
-
-
-_PLAIN = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING})
-
-
-def _same_accounting(old: TaskStatus, new: TaskStatus) -> bool:
-    """Statuses a node accounts the same way (used, neither pipelined nor releasing)."""
-    return old in _PLAIN and new in _PLAIN
 
 
 def uid_of(job: JobInfo) -> str:
