@@ -99,6 +99,8 @@ class Verdict:
     allowed: bool
     message: str = ""
     patch: list[dict[str, Any]] = field(default_factory=list)
+    # Shown to the client by kubectl even when the request is allowed.
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def allow(cls, patch: list[dict[str, Any]] | None = None) -> Verdict:
@@ -114,6 +116,10 @@ def to_response(uid: str, verdict: Verdict) -> AdmissionResponse:
     if not verdict.allowed:
         # 403 is what the API server shows for a webhook denial; the message carries the reason.
         resp.status = Status(code=403, message=verdict.message)
+    if verdict.warnings:
+        resp.warnings = list(verdict.warnings)
+        if verdict.allowed:
+            resp.status = Status(code=200, message="; ".join(verdict.warnings))
     if verdict.allowed and verdict.patch:
         resp.patch = base64.b64encode(_encoder.encode(verdict.patch)).decode()
         resp.patch_type = "JSONPatch"

@@ -100,4 +100,4 @@ def _with_schema(verdict: Verdict, errs: list[FieldError]) -> Verdict:
     text = fe.aggregate(errs)
     if verdict.allowed:
         return Verdict.deny(text)
-    return Verdict.deny(f"{verdict.message}; {text}")
+    return Verdict.deny(f"{verdict.message.rstrip(';')}; {text}")
