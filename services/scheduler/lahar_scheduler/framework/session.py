@@ -362,6 +362,15 @@ class Session:
     def predicate_callbacks(self) -> list[Any]:
         return list(self._flat("predicate"))
 
+    def predicates_local(self, task: TaskInfo) -> bool:
+        """True when every predicate's verdict on a node depends only on that node and the task,
+        so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""
+        for fn in self._flat("predicate"):
+            local = getattr(fn, "is_local", None)
+            if local is None or not local(task):
+                return False
+        return True
+
     def predicate(self, task: TaskInfo, idx: IntArray) -> Filtered:
         """PredicateFn over many nodes at once (plugins only, no resource check)."""
         return run_predicates(task, idx, self.predicate_callbacks(), [])
@@ -387,6 +396,14 @@ class Session:
         if key not in self._touched:
             self._touched[key] = (task, task.status, task.node_name)
         job = self.snapshot.jobs.get(task.job)
+        if node_name == task.node_name and _same_accounting(task.status, status):
+            # e.g. Allocated → Binding: the node's sums do not change, so leave the node alone
+            # (and its cached per-node results valid).
+            if job is not None:
+                job.update_status(task, status)
+            else:
+                task.status = status
+            return
         old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
         if old_node is not None and task.uid in old_node.tasks:
             self.nodes.remove_task(old_node, task)
@@ -529,6 +546,14 @@ class Session:
             if task.status != status or task.node_name != node:
                 self.move(task, status, node)
         self._touched.clear()
+
+
+_PLAIN = frozenset({S.ALLOCATED, S.BINDING, S.BOUND, S.RUNNING})
+
+
+def _same_accounting(old: TaskStatus, new: TaskStatus) -> bool:
+    """Statuses a node accounts the same way (used, neither pipelined nor releasing)."""
+    return old in _PLAIN and new in _PLAIN
 
 
 def uid_of(job: JobInfo) -> str:

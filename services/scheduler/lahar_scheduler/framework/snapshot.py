@@ -45,6 +45,8 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
         sorted(init.scalars.items()),
         (init.milli_cpu, init.memory, resreq.milli_cpu, resreq.memory),
         sorted(pod.metadata.labels.items()) if spec.affinity or spec.topology_spread_constraints else None,
+        sorted((k, v) for k, v in pod.metadata.annotations.items() if k.startswith("volcano.sh/")),
+        [(c.resources.requests.get("cpu") is None, c.resources.requests.get("memory") is None) for c in spec.containers],
     )
     return _key_encoder.encode(parts)
 

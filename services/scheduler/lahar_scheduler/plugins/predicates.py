@@ -62,9 +62,17 @@ class StableFilters:
         self.table = table
         self.args = args
         self._cache: dict[bytes, list[Failure]] = {}
+        self._by_shape: dict[bytes, list[Failure]] = {}
         self._label_values: dict[str, np.ndarray] = {}
         self._tainted = np.array([bool(hard_taints(n.taints)) for n in table.infos], dtype=bool)
         self._cordoned = np.array([n.unschedulable for n in table.infos], dtype=bool)
+
+    def for_task(self, task: TaskInfo) -> list[Failure]:
+        """``failures`` memoised per task shape (the shape key covers selector, affinity, tolerations)."""
+        got = self._by_shape.get(task.template_key)
+        if got is None:
+            got = self._by_shape[task.template_key] = self.failures(task.pod)
+        return got
 
     def failures(self, pod: Pod) -> list[Failure]:
         spec = pod.spec
@@ -172,8 +180,29 @@ class PredicatesPlugin(Plugin):
             if _required_terms(task.pod, anti=True):
                 self.anti[id(task)] = task
 
-        ssn.add("predicate", self.predicate)
+        ssn.add("predicate", _Callback(self))
         ssn.add_event_handler(EventHandler(on_allocate, None))
+
+    def is_local(self, task: TaskInfo) -> bool:
+        """Verdicts on node n depend only on node n unless affinity or spreading is involved."""
+        pod = task.pod
+        if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
+            return False
+        if self.opts.pod_affinity:
+            if _required_terms(pod, anti=False) or _required_terms(pod, anti=True):
+                return False
+            if self.anti and self._existing_anti_applies(task):
+                return False
+        return True
+
+    def _existing_anti_applies(self, task: TaskInfo) -> bool:
+        meta = task.pod.metadata
+        for other in self.anti.values():
+            for term in _required_terms(other.pod, anti=True):
+                names = self.topo.namespaces_of(other.pod, term)
+                if _ns_ok(names, meta.namespace) and label_selector_matches(term.label_selector, meta.labels):
+                    return True
+        return False
 
     # -- the PredicateFn ------------------------------------------------------------------
     def predicate(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
@@ -183,7 +212,7 @@ class PredicatesPlugin(Plugin):
         if over.any():
             failures.append(Failure(over, POD_NUMBER_EXCEEDED, Code.UNSCHEDULABLE))
         alive = np.ones(len(idx), dtype=bool)
-        for f in self.stable.failures(task.pod):
+        for f in self.stable.for_task(task):
             mask = f.mask[idx] & alive
             if mask.any():
                 failures.append(Failure(mask, f.reason, f.code))
@@ -196,6 +225,29 @@ class PredicatesPlugin(Plugin):
         if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
             self._spread(pod, idx, alive, failures)
         return failures
+
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        """Scalar twin of ``passes`` for one node (see RowCache)."""
+        table = self.table
+        if table.pod_count[i] >= table.max_pods[i]:
+            return False
+        if any(f.mask[i] for f in self.stable.for_task(task)):
+            return False
+        if self.opts.node_ports and _host_ports(task.pod):
+            return bool(self.passes(task, np.array([i], dtype=np.intp))[0])
+        return True
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        table = self.table
+        ok = table.pod_count[idx] < table.max_pods[idx]
+        for f in self.stable.for_task(task):
+            ok &= ~f.mask[idx]
+        if self.opts.node_ports and _host_ports(task.pod):
+            failures: list[Failure] = []
+            self._ports(task.pod, idx, np.ones(len(idx), dtype=bool), failures)
+            for f in failures:
+                ok &= ~f.mask
+        return ok
 
     def _add(
         self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code
@@ -335,6 +387,24 @@ class PredicatesPlugin(Plugin):
             "node(s) didn't match pod topology spread constraints",
             Code.UNSCHEDULABLE,
         )
+
+
+class _Callback:
+    """The PredicateFn, with ``is_local`` so the allocate action may cache verdicts per node."""
+
+    def __init__(self, plugin: PredicatesPlugin) -> None:
+        self.plugin = plugin
+        self.is_local = plugin.is_local
+
+    def __call__(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
+        return self.plugin.predicate(task, idx)
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        """Pass/fail only, for cached evaluation of local verdicts (no reasons collected)."""
+        return self.plugin.passes(task, idx)
+
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        return self.plugin.passes_row(task, i)
 
 
 def _ns_ok(names: set[str] | None, namespace: str) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.base import Plugin
 
@@ -124,8 +125,6 @@ class ResourceStrategyFitPlugin(Plugin):
         resources = effective_resources(args)
         table = ssn.nodes
         if weight > 0:
-            ssn.add("node_order", lambda task, idx: strategy_scores(table, task, idx, resources, weight))
+            cache = RowCache(table, lambda task, rows: strategy_scores(table, task, rows, resources, weight))
+            ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])
 
-
-def _unused(_: Any) -> None:
-    return None
