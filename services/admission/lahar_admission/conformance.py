@@ -11,6 +11,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -134,3 +135,18 @@ def _value_diffs(wanted: dict[str, Any], ops: list[dict[str, Any]], obj: Any) ->
 
 
 __all__ = ["AdmissionReview", "CaseResult", "compare", "run_case"]
+
+
+def case_files(folder: Path) -> list[Path]:
+    """The case files of a folder, sorted (INDEX.md and other non-YAML files are skipped)."""
+    return sorted(folder.glob("*.yaml"))
+
+
+def load_case(path: Path) -> tuple[dict[str, Any], str]:
+    import yaml
+
+    text = path.read_text()
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a case (expected a mapping)")
+    return doc, text

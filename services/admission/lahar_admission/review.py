@@ -62,8 +62,9 @@ class Status(_Wire):
 
 
 class AdmissionResponse(_Wire):
-    uid: str = ""
-    allowed: bool = False
+    # No defaults: both must always be on the wire (omit_defaults would drop allowed=false).
+    uid: str
+    allowed: bool
     status: Status | None = None
     patch: str | None = None
     patch_type: str | None = None
@@ -127,4 +128,5 @@ def to_response(uid: str, verdict: Verdict) -> AdmissionResponse:
 
 
 def encode_review(uid: str, verdict: Verdict) -> bytes:
-    return _encoder.encode(AdmissionReview(response=to_response(uid, verdict)))
+    # Written out so apiVersion and kind are always present (omit_defaults would drop them).
+    return _encoder.encode({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": to_response(uid, verdict)})
