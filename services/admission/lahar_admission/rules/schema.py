@@ -30,6 +30,20 @@ DEQUEUE_STRATEGIES = ["fifo", "traverse"]
 PODGROUP_PHASES = ["Pending", "Running", "Unknown", "Inqueue", "Completed"]
 CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
 MEMBER_TYPES = ["Node", "HyperNode"]
+# core/v1 PodSpec fields (Kubernetes 1.36).  The CRD embeds the full PodSpec schema, so with
+# strict field validation a misspelt field is an error instead of being silently pruned.
+POD_SPEC_FIELDS = frozenset(
+    {
+        "volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
+        "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
+        "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName", "hostNetwork",
+        "hostPID", "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname",
+        "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName", "priority",
+        "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
+        "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
+        "resourceClaims", "resources", "hostnameOverride", "workloadRef",
+    }
+)
 
 
 class _Checker:
@@ -144,6 +158,14 @@ def _task(c: _Checker, task: dict[str, Any], path: str) -> None:
     for key in ("replicas", "minAvailable", "maxRetry"):
         c.minimum(task, key, path, 0)
     c.enum(task, "topologyPolicy", path, TOPOLOGY_POLICIES)
+    template = task.get("template")
+    pod_spec = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(pod_spec, dict):
+        c.errs.extend(
+            fe.FieldError(f"{path}.template.spec.{key}", f'Invalid value: "{key}": field not declared in schema')
+            for key in pod_spec
+            if key not in POD_SPEC_FIELDS
+        )
     _policies(c, task.get("policies"), f"{path}.policies")
     if task.get("partitionPolicy") is not None:
         pp, ppath = c.obj(task["partitionPolicy"], f"{path}.partitionPolicy"), f"{path}.partitionPolicy"
