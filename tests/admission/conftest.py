@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import pytest
 
 from lahar_admission.conformance import settings as case_settings
-from lahar_admission.server import AppConfig
 from lahar_admission.live import LiveServer, ProxyView, start_live
+from lahar_admission.server import AppConfig
+
 
 @pytest.fixture(scope="session")
 def proxy_view() -> ProxyView:

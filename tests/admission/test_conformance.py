@@ -39,8 +39,11 @@ def test_case_through_https(path: Path, live, proxy_view) -> None:  # type: igno
     proxy_view.target = view_from_objects(doc.get("existing") or [])
     hook = webhook_path(doc, text)
     with live.client() as client:
-        reply = client.post(f"{hook}?timeout=10s", content=review_body(doc, uid=f"uid-{path.stem}"),
-                            headers={"Content-Type": "application/json"})
+        reply = client.post(
+            f"{hook}?timeout=10s",
+            content=review_body(doc, uid=f"uid-{path.stem}"),
+            headers={"Content-Type": "application/json"},
+        )
     assert reply.status_code == 200, reply.text
     review = reply.json()
     assert review["apiVersion"] == "admission.k8s.io/v1"
@@ -64,6 +67,8 @@ def test_case_through_https(path: Path, live, proxy_view) -> None:  # type: igno
 def test_copy_matches_shared() -> None:
     shared = {p.name: p.read_text() for p in SHARED_CASES.glob("*.yaml")}
     ours = {p.name: p.read_text() for p in FILES}
-    assert set(shared) <= set(ours), f"cases missing from tests/admission/cases: {sorted(set(shared) - set(ours))}"
+    assert set(shared) <= set(ours), (
+        f"cases missing from tests/admission/cases: {sorted(set(shared) - set(ours))}"
+    )
     for name, text in shared.items():
         assert ours[name] == text, f"{name} differs from ../shared"

@@ -26,9 +26,13 @@ EXAMPLES = Path(__file__).parent / "examples"
 BROKEN = {
     "invalid_jobs/duplicatedPolicyEvent-webhook-deny.yaml": "duplicate event PodFailed",
     "invalid_jobs/duplicatedTaskName-webhook-deny.yaml": "duplicated task name task-1",
-    "invalid_jobs/minAvailable-webhook-deny.yaml": "job 'minAvailable' should not be greater than total replicas",
+    "invalid_jobs/minAvailable-webhook-deny.yaml": (
+        "job 'minAvailable' should not be greater than total replicas"
+    ),
     # `priorityClass` is not a PodSpec field (meant: priorityClassName).
-    "task-priority/elastic-job.yaml": "template.spec.priorityClass: Invalid value: \"priorityClass\": field not declared",
+    "task-priority/elastic-job.yaml": (
+        'template.spec.priorityClass: Invalid value: "priorityClass": field not declared'
+    ),
     # Legacy API group, not the one the PodGroup webhooks serve.
     "spark-sample/spark-pi.yaml": "expect resource to be scheduling.volcano.sh/v1beta1, Resource=podgroups",
 }
@@ -36,9 +40,12 @@ BROKEN = {
 UNSERVED_LEGACY = {"task-priority/high-priority.yaml", "task-priority/normal-priority.yaml"}
 QUEUES = ["default", "test", "root-eng-prod", "root-eng-dev", "root-sci-prod", "root-sci-dev"]
 RESOURCES = {
-    "Job": ("batch.volcano.sh", "jobs"), "Queue": ("scheduling.volcano.sh", "queues"),
-    "PodGroup": ("scheduling.volcano.sh", "podgroups"), "CronJob": ("batch.volcano.sh", "cronjobs"),
-    "JobFlow": ("flow.volcano.sh", "jobflows"), "PriorityClass": ("scheduling.k8s.io", "priorityclasses"),
+    "Job": ("batch.volcano.sh", "jobs"),
+    "Queue": ("scheduling.volcano.sh", "queues"),
+    "PodGroup": ("scheduling.volcano.sh", "podgroups"),
+    "CronJob": ("batch.volcano.sh", "cronjobs"),
+    "JobFlow": ("flow.volcano.sh", "jobflows"),
+    "PriorityClass": ("scheduling.k8s.io", "priorityclasses"),
     "Pod": ("", "pods"),
 }
 
@@ -53,7 +60,8 @@ def _key(path: Path) -> str:
 
 def _cluster() -> Any:
     return view_from_objects(
-        {"kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}, "status": {"state": "Open"}} for q in QUEUES
+        {"kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}, "status": {"state": "Open"}}
+        for q in QUEUES
     )
 
 
@@ -62,10 +70,18 @@ def _request(obj: dict[str, Any], kind: str, op: str = "CREATE") -> AdmissionReq
     version = str(obj.get("apiVersion", "v1")).split("/")[-1]
     meta = obj.get("metadata") or {}
     return AdmissionRequest(
-        uid="example", kind=GroupVersionKind(group, version, kind),
-        resource=GroupVersionResource(str(obj.get("apiVersion", "")).rpartition("/")[0] if "/" in str(
-            obj.get("apiVersion", "")) else "", version, resource),
-        name=meta.get("name", ""), namespace=meta.get("namespace", "default"), operation=op,
+        uid="example",
+        kind=GroupVersionKind(group, version, kind),
+        resource=GroupVersionResource(
+            str(obj.get("apiVersion", "")).rpartition("/")[0]
+            if "/" in str(obj.get("apiVersion", ""))
+            else "",
+            version,
+            resource,
+        ),
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace", "default"),
+        operation=op,
         object=msgspec.Raw(msgspec.json.encode(obj)),
     )
 
@@ -73,8 +89,14 @@ def _request(obj: dict[str, Any], kind: str, op: str = "CREATE") -> AdmissionReq
 def _pods_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The pods a Deployment/ReplicaSet would create."""
     template = (obj.get("spec") or {}).get("template") or {}
-    return [{"apiVersion": "v1", "kind": "Pod", "metadata": {**(template.get("metadata") or {}),
-             "name": "example-pod", "namespace": "default"}, "spec": template.get("spec") or {}}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**(template.get("metadata") or {}), "name": "example-pod", "namespace": "default"},
+            "spec": template.get("spec") or {},
+        }
+    ]
 
 
 def _admit_through(obj: dict[str, Any], kind: str) -> Verdict:

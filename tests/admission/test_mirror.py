@@ -13,8 +13,15 @@ from lahar_admission.view import ViewUnavailable
 
 
 def queue(name: str, parent: str = "", state: str = "Open") -> bytes:
-    return json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-                       "spec": {"weight": 1, "parent": parent}, "status": {"state": state}}).encode()
+    return json.dumps(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": 1, "parent": parent},
+            "status": {"state": state},
+        }
+    ).encode()
 
 
 class FakeClock:
@@ -27,10 +34,20 @@ class FakeClock:
 
 async def test_mirror_view_reads_queues_children_and_namespaces(redis_client: Any, lahar_prefix: str) -> None:
     qkey = keys.objects_key(lahar_prefix, "queues")
-    await redis_client.hset(qkey, mapping={"root": queue("root"), "eng": queue("eng", "root"),
-                                           "dev": queue("dev", "eng", "Closed"), "bad": b"{not json"})
-    await redis_client.hset(keys.objects_key(lahar_prefix, "namespaces"), "team",
-                            json.dumps({"metadata": {"name": "team", "annotations": {"a": "b"}}}))
+    await redis_client.hset(
+        qkey,
+        mapping={
+            "root": queue("root"),
+            "eng": queue("eng", "root"),
+            "dev": queue("dev", "eng", "Closed"),
+            "bad": b"{not json",
+        },
+    )
+    await redis_client.hset(
+        keys.objects_key(lahar_prefix, "namespaces"),
+        "team",
+        json.dumps({"metadata": {"name": "team", "annotations": {"a": "b"}}}),
+    )
     await redis_client.set(keys.seq_key(lahar_prefix), 1)
     view = MirrorView(redis_client, lahar_prefix)
     with pytest.raises(ViewUnavailable):

@@ -5,7 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-FORBIDDEN = ("nats", "redis", "kubernetes", "asyncio", "socket", "opentelemetry", "uvicorn", "starlette", "httpx")
+FORBIDDEN = (
+    "nats",
+    "redis",
+    "kubernetes",
+    "asyncio",
+    "socket",
+    "opentelemetry",
+    "uvicorn",
+    "starlette",
+    "httpx",
+)
 
 
 def test_rules_import_no_io_libraries() -> None:

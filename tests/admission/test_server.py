@@ -20,26 +20,62 @@ from lahar_admission.server import AppConfig
 from lahar_admission.tls import make_certs
 from lahar_admission.view import InMemoryView, ViewUnavailable, view_from_objects
 
-OPEN_DEFAULT = {"kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}, "status": {"state": "Open"}}
+OPEN_DEFAULT = {
+    "kind": "Queue",
+    "metadata": {"name": "default"},
+    "spec": {"weight": 1},
+    "status": {"state": "Open"},
+}
 
 
-def review(resource: str, obj: dict[str, Any], group: str = "batch.volcano.sh", version: str = "v1alpha1",
-           op: str = "CREATE", uid: str = "u1") -> bytes:
-    return json.dumps({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": uid, "operation": op, "resource": {"group": group, "version": version, "resource": resource},
-                    "namespace": "ns", "name": obj.get("metadata", {}).get("name", ""), "object": obj},
-    }).encode()
+def review(
+    resource: str,
+    obj: dict[str, Any],
+    group: str = "batch.volcano.sh",
+    version: str = "v1alpha1",
+    op: str = "CREATE",
+    uid: str = "u1",
+) -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "operation": op,
+                "resource": {"group": group, "version": version, "resource": resource},
+                "namespace": "ns",
+                "name": obj.get("metadata", {}).get("name", ""),
+                "object": obj,
+            },
+        }
+    ).encode()
 
 
 def job(queue: str = "default") -> dict[str, Any]:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
-            "spec": {"queue": queue, "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
-                "containers": [{"name": "c", "image": "busybox"}]}}}]}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {
+            "queue": queue,
+            "tasks": [
+                {
+                    "name": "t",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                }
+            ],
+        },
+    }
 
 
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
-       "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "ns"},
+    "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]},
+}
 JSON = {"Content-Type": "application/json"}
 
 
@@ -77,7 +113,9 @@ def server_for(tmp_path: Path) -> Iterator[Any]:
 def test_unknown_path_and_kind_are_404(live: LiveServer) -> None:
     with live.client() as c:
         assert c.post("/nothing/here", content=b"{}", headers=JSON).status_code == 404
-        r = c.post("/jobs/validate", content=review("deployments", {}, group="apps", version="v1"), headers=JSON)
+        r = c.post(
+            "/jobs/validate", content=review("deployments", {}, group="apps", version="v1"), headers=JSON
+        )
         assert r.status_code == 404
         assert "deployments" in r.json()["message"]
 
@@ -88,21 +126,35 @@ def test_malformed_bodies_are_400_with_a_message(live: LiveServer) -> None:
             r = c.post("/jobs/validate", content=body, headers=JSON)
             assert r.status_code == 400, body
             assert r.json()["message"].startswith("malformed AdmissionReview")
-        assert "uid" in c.post("/jobs/validate", content=b'{"request": {"uid": 5}}', headers=JSON).json()["message"]
+        assert (
+            "uid"
+            in c.post("/jobs/validate", content=b'{"request": {"uid": 5}}', headers=JSON).json()["message"]
+        )
 
 
 def test_content_type_and_size_limits(live: LiveServer) -> None:
     with live.client() as c:
-        assert c.post("/jobs/validate", content=review("jobs", job()), headers={"Content-Type": "text/plain"}
-                      ).status_code == 415
+        assert (
+            c.post(
+                "/jobs/validate", content=review("jobs", job()), headers={"Content-Type": "text/plain"}
+            ).status_code
+            == 415
+        )
         big = b'{"pad": "' + b"x" * (4 * 1024 * 1024) + b'"}'
         assert c.post("/jobs/validate", content=big, headers=JSON).status_code == 413
 
 
-def test_a_wrong_resource_on_a_known_path_is_denied_like_volcano(live: LiveServer, proxy_view: ProxyView) -> None:
+def test_a_wrong_resource_on_a_known_path_is_denied_like_volcano(
+    live: LiveServer, proxy_view: ProxyView
+) -> None:
     with live.client() as c:
-        r = c.post("/jobs/validate", content=review("queues", {"metadata": {"name": "q"}},
-                                                     group="scheduling.volcano.sh", version="v1beta1"), headers=JSON)
+        r = c.post(
+            "/jobs/validate",
+            content=review(
+                "queues", {"metadata": {"name": "q"}}, group="scheduling.volcano.sh", version="v1beta1"
+            ),
+            headers=JSON,
+        )
     resp = r.json()["response"]
     assert resp["allowed"] is False
     assert "expect resource to be batch.volcano.sh/v1alpha1, Resource=jobs" in resp["status"]["message"]
@@ -113,7 +165,9 @@ def test_probes_and_metrics(live: LiveServer, proxy_view: ProxyView) -> None:
     with live.client() as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 200
-        assert c.post("/jobs/validate", content=review("jobs", job()), headers=JSON).json()["response"]["allowed"]
+        assert c.post("/jobs/validate", content=review("jobs", job()), headers=JSON).json()["response"][
+            "allowed"
+        ]
         text = c.get("/metrics").text
     assert 'lahar_admission_reviews_total{allowed="true",path="/jobs/validate"}' in text
     assert "lahar_admission_review_seconds_bucket" in text
@@ -127,8 +181,9 @@ def test_unavailable_mirror_follows_the_policy(server_for: Any) -> None:
         assert "mirror is unavailable" in r["status"]["message"]
         assert "--on-unavailable jobs=deny" in r["status"]["message"]
         assert c.get("/readyz").status_code == 503
-    s2 = server_for(DownView(), on_unavailable={"jobs": "allow", "queues": "deny", "podgroups": "deny",
-                                                "pods": "allow"})
+    s2 = server_for(
+        DownView(), on_unavailable={"jobs": "allow", "queues": "deny", "podgroups": "deny", "pods": "allow"}
+    )
     with s2.client() as c:
         r = c.post("/jobs/validate", content=review("jobs", job()), headers=JSON).json()["response"]
         assert r["allowed"] is True

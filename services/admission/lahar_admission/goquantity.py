@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from lahar.api.quantity import Quantity, QuantityError, parse_quantity
 
@@ -80,10 +81,12 @@ STANDARD_INTEGER_RESOURCES = frozenset(
 )
 
 
+@lru_cache(maxsize=1024)
 def is_native_resource(name: str) -> bool:
     return "/" not in name or "kubernetes.io/" in name
 
 
+@lru_cache(maxsize=1024)
 def is_extended_resource(name: str) -> bool:
     from lahar_admission.names import is_qualified_name
 
@@ -92,6 +95,7 @@ def is_extended_resource(name: str) -> bool:
     return not is_qualified_name("requests." + name)
 
 
+@lru_cache(maxsize=1024)
 def is_integer_resource(name: str) -> bool:
     return name in STANDARD_INTEGER_RESOURCES or is_extended_resource(name)
 
@@ -100,6 +104,7 @@ def is_hugepages(name: str) -> bool:
     return name.startswith("hugepages-")
 
 
+@lru_cache(maxsize=1024)
 def overcommit_allowed(name: str) -> bool:
     return is_native_resource(name) and not is_hugepages(name)
 

@@ -76,8 +76,18 @@ def start_live(app_config: AppConfig, cert_dir: Path) -> LiveServer:
     certs = make_certs(["localhost", "127.0.0.1"], cert_dir)
     app = create_app(app_config)
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, ssl_certfile=str(certs.cert),
-                            ssl_keyfile=str(certs.key), log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        ssl_certfile=str(certs.cert),
+        ssl_keyfile=str(certs.key),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        loop="auto",
+        http="auto",
+    )
     config.load()
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -11,6 +11,7 @@ from a local snapshot (an ``InMemoryView``) that a background task refreshes fro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -127,7 +128,5 @@ class MirrorView:
         """Refresh until ``stop`` is set."""
         while not stop.is_set():
             await self.refresh_once()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._refresh)
-            except TimeoutError:
-                pass

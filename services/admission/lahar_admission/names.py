@@ -7,6 +7,8 @@ because Volcano embeds those lists in its messages (``… validate failed [msg1 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from functools import lru_cache
 
 _QNAME_CHAR = "[A-Za-z0-9]"
 _QNAME_EXT = "[-A-Za-z0-9_.]"
@@ -14,7 +16,8 @@ QUALIFIED_NAME_FMT = f"({_QNAME_CHAR}{_QNAME_EXT}*)?{_QNAME_CHAR}"
 _QUALIFIED_NAME = re.compile(f"^{QUALIFIED_NAME_FMT}$")
 QUALIFIED_NAME_MAX = 63
 _QUALIFIED_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+    "must consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
 )
 
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -56,12 +59,13 @@ def max_len_error(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
-def go_list(items: list[str]) -> str:
+def go_list(items: Sequence[str]) -> str:
     """Go's ``%v`` of a []string."""
     return "[" + " ".join(items) + "]"
 
 
-def is_qualified_name(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_qualified_name(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -73,48 +77,55 @@ def is_qualified_name(value: str) -> list[str]:
         else:
             errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
     else:
-        return [
+        return (
             "a qualified name "
             + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > QUALIFIED_NAME_MAX:
         errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX))
     if name and not _QUALIFIED_NAME.match(name):
-        errs.append("name part " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
+        errs.append(
+            "name part "
+            + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+        )
+    return tuple(errs)
 
 
-def is_dns1123_label(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_dns1123_label(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > DNS1123_LABEL_MAX:
         errs.append(max_len_error(DNS1123_LABEL_MAX))
     if not _DNS1123_LABEL.match(value):
         errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
+    return tuple(errs)
 
 
-def is_dns1123_subdomain(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_dns1123_subdomain(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > DNS1123_SUBDOMAIN_MAX:
         errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX))
     if not _DNS1123_SUBDOMAIN.match(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
+    return tuple(errs)
 
 
-def is_label_value(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_label_value(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > QUALIFIED_NAME_MAX:
         errs.append(max_len_error(QUALIFIED_NAME_MAX))
     if not _LABEL_VALUE.match(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
+    return tuple(errs)
 
 
-def is_port_name(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_port_name(value: str) -> tuple[str, ...]:
     """IsValidPortName: an IANA service name (≤15, a letter, no '--')."""
     errs: list[str] = []
     if len(value) > 15:
@@ -125,16 +136,18 @@ def is_port_name(value: str) -> list[str]:
         errs.append("must not contain consecutive hyphens")
     if value and not any(c.isalpha() for c in value):
         errs.append("must contain at least one letter (a-z)")
-    return errs
+    return tuple(errs)
 
 
-def is_env_var_name(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def is_env_var_name(value: str) -> tuple[str, ...]:
     """Relaxed env var names (Kubernetes ≥1.32): printable ASCII other than '='."""
-    if not value:
-        return ["a valid environment variable name must consist only of printable ASCII characters other than '='"]
-    if any(not (32 <= ord(c) <= 126) or c == "=" for c in value):
-        return ["a valid environment variable name must consist only of printable ASCII characters other than '='"]
-    return []
+    if not value or any(not (32 <= ord(c) <= 126) or c == "=" for c in value):
+        return (
+            "a valid environment variable name must consist only of printable ASCII characters "
+            "other than '='",
+        )
+    return ()
 
 
 def is_c_identifier(value: str) -> bool:

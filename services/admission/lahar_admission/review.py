@@ -129,4 +129,6 @@ def to_response(uid: str, verdict: Verdict) -> AdmissionResponse:
 
 def encode_review(uid: str, verdict: Verdict) -> bytes:
     # Written out so apiVersion and kind are always present (omit_defaults would drop them).
-    return _encoder.encode({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": to_response(uid, verdict)})
+    return _encoder.encode(
+        {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": to_response(uid, verdict)}
+    )

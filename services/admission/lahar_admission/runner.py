@@ -55,8 +55,13 @@ class ConfigFile:
 
 def build(settings: ServiceSettings, redis: Any) -> tuple[Any, MirrorView, ConfigFile]:
     conf = ConfigFile(settings.admission_conf)
-    mirror = MirrorView(redis, settings.prefix, settings.mirror_refresh, settings.mirror_max_staleness,
-                        config=lambda: conf.current)
+    mirror = MirrorView(
+        redis,
+        settings.prefix,
+        settings.mirror_refresh,
+        settings.mirror_max_staleness,
+        config=lambda: conf.current,
+    )
 
     def ready() -> tuple[bool, str]:
         return mirror.available, mirror.last_error
@@ -82,8 +87,14 @@ async def serve(settings: ServiceSettings) -> None:
     client = aioredis.from_url(settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     app, mirror, conf = build(settings, client)
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, ssl_certfile=settings.cert_file,
-        ssl_keyfile=settings.key_file, log_level=settings.log_level, access_log=False, lifespan="off",
+        app,
+        host=settings.host,
+        port=settings.port,
+        ssl_certfile=settings.cert_file,
+        ssl_keyfile=settings.key_file,
+        log_level=settings.log_level,
+        access_log=False,
+        lifespan="off",
     )
     config.load()  # builds config.ssl, the live SSLContext the reloader updates
     assert config.ssl is not None

@@ -11,6 +11,7 @@ server's ``?timeout=`` budget, whatever the request holds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -39,20 +40,37 @@ TIMEOUT_MARGIN = 0.9
 
 class _Metrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.reviews = Counter("lahar_admission_reviews_total", "Admission reviews answered",
-                               ["path", "allowed"], registry=registry)
-        self.latency = Histogram("lahar_admission_review_seconds", "Time to decide one review", ["path"],
-                                 registry=registry,
-                                 buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5))
-        self.bad = Counter("lahar_admission_bad_requests_total", "Requests refused before any rule ran",
-                           ["reason"], registry=registry)
-        self.unavailable = Counter("lahar_admission_unavailable_total",
-                                   "Reviews answered by the --on-unavailable policy", ["path", "reason"],
-                                   registry=registry)
-        self.internal = Counter("lahar_admission_internal_errors_total", "Rule failures (bugs)", ["path"],
-                                registry=registry)
-        self.mirror_age = Gauge("lahar_admission_mirror_age_seconds", "Age of the cluster snapshot",
-                                registry=registry)
+        self.reviews = Counter(
+            "lahar_admission_reviews_total",
+            "Admission reviews answered",
+            ["path", "allowed"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "lahar_admission_review_seconds",
+            "Time to decide one review",
+            ["path"],
+            registry=registry,
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5),
+        )
+        self.bad = Counter(
+            "lahar_admission_bad_requests_total",
+            "Requests refused before any rule ran",
+            ["reason"],
+            registry=registry,
+        )
+        self.unavailable = Counter(
+            "lahar_admission_unavailable_total",
+            "Reviews answered by the --on-unavailable policy",
+            ["path", "reason"],
+            registry=registry,
+        )
+        self.internal = Counter(
+            "lahar_admission_internal_errors_total", "Rule failures (bugs)", ["path"], registry=registry
+        )
+        self.mirror_age = Gauge(
+            "lahar_admission_mirror_age_seconds", "Age of the cluster snapshot", registry=registry
+        )
 
 
 @dataclass
@@ -85,11 +103,15 @@ class AdmissionService:
     async def _body(self, request: Request) -> bytes:
         ctype = request.headers.get("content-type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
-            raise BadRequest(415, f"Content-Type must be application/json, got {ctype or 'nothing'!r}", "content-type")
+            raise BadRequest(
+                415, f"Content-Type must be application/json, got {ctype or 'nothing'!r}", "content-type"
+            )
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BadRequest(413, f"request body too large: {declared} bytes, the limit is {limit}", "too-large")
+            raise BadRequest(
+                413, f"request body too large: {declared} bytes, the limit is {limit}", "too-large"
+            )
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
@@ -107,17 +129,18 @@ class AdmissionService:
             raise BadRequest(400, "malformed AdmissionReview: it has no request", "malformed")
         if not is_known_resource(review.request):
             r = review.request.resource
-            raise BadRequest(404, f"{path} does not handle {r.group or 'core'}/{r.version} {r.resource}", "unknown-kind")
+            raise BadRequest(
+                404, f"{path} does not handle {r.group or 'core'}/{r.version} {r.resource}", "unknown-kind"
+            )
         return review.request
 
     def _budget(self, request: Request) -> float:
         budget = self.config.default_timeout
         text = request.query_params.get("timeout")
         if text:
-            try:
+            # A malformed hint is ignored, not an error: the default still bounds us.
+            with contextlib.suppress(ValueError):
                 budget = min(budget, parse_duration(text))
-            except ValueError:
-                pass  # a malformed hint is ignored, not an error: the default still bounds us
         return max(budget * TIMEOUT_MARGIN, 0.001)
 
     def _fallback(self, path: str, req: AdmissionRequest, why: str) -> Verdict:
@@ -162,7 +185,9 @@ class AdmissionService:
 
     async def readyz(self, request: Request) -> Response:
         ok, why = self.config.ready()
-        return Response("ok" if ok else f"not ready: {why}", status_code=200 if ok else 503, media_type="text/plain")
+        return Response(
+            "ok" if ok else f"not ready: {why}", status_code=200 if ok else 503, media_type="text/plain"
+        )
 
     async def metrics_endpoint(self, request: Request) -> Response:
         self.metrics.mirror_age.set(self.config.mirror_age())

@@ -9,6 +9,7 @@ Secret mount takes effect without a restart, and a half-written pair is retried,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import ipaddress
 import logging
@@ -37,8 +38,9 @@ def _name(common_name: str) -> x509.Name:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _san(names: list[str]) -> x509.SubjectAlternativeName:
@@ -51,8 +53,9 @@ def _san(names: list[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(entries)
 
 
-def make_certs(dns_names: list[str], out_dir: str | Path, days: int = 365,
-               now: dt.datetime | None = None) -> CertFiles:
+def make_certs(
+    dns_names: list[str], out_dir: str | Path, days: int = 365, now: dt.datetime | None = None
+) -> CertFiles:
     """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` (the serving pair for ``dns_names``)."""
     if not dns_names:
         raise ValueError("at least one DNS name (or IP address) is needed for the serving certificate")
@@ -62,18 +65,28 @@ def make_certs(dns_names: list[str], out_dir: str | Path, days: int = 365,
     end = start + dt.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
-        x509.CertificateBuilder().subject_name(_name("lahar-admission-ca")).issuer_name(_name("lahar-admission-ca"))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
+        x509.CertificateBuilder()
+        .subject_name(_name("lahar-admission-ca"))
+        .issuer_name(_name("lahar-admission-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
-        x509.CertificateBuilder().subject_name(_name(dns_names[0])).issuer_name(ca_cert.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
+        x509.CertificateBuilder()
+        .subject_name(_name(dns_names[0]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
         .add_extension(_san(dns_names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -106,7 +119,9 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 class CertReloader:
     """Reloads ``cert``/``key`` into ``context`` when either file changes."""
 
-    def __init__(self, context: ssl.SSLContext, cert: str | Path, key: str | Path, interval: float = 1.0) -> None:
+    def __init__(
+        self, context: ssl.SSLContext, cert: str | Path, key: str | Path, interval: float = 1.0
+    ) -> None:
         self.context = context
         self.cert, self.key = Path(cert), Path(key)
         self.interval = interval
@@ -135,7 +150,5 @@ class CertReloader:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.check()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)
-            except TimeoutError:
-                pass

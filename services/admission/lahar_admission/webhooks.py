@@ -19,13 +19,15 @@ def _hook(w: Webhook, url_base: str, ca_bundle: str, timeout: int, failure_polic
         "name": f"{w.path.strip('/').replace('/', '-')}.lahar.volcano.sh",
         "admissionReviewVersions": ["v1"],
         "clientConfig": {"url": url_base.rstrip("/") + w.path, "caBundle": ca_bundle},
-        "rules": [{
-            "operations": list(w.operations),
-            "apiGroups": [w.group],
-            "apiVersions": [w.version],
-            "resources": [w.resource],
-            "scope": "*",
-        }],
+        "rules": [
+            {
+                "operations": list(w.operations),
+                "apiGroups": [w.group],
+                "apiVersions": [w.version],
+                "resources": [w.resource],
+                "scope": "*",
+            }
+        ],
         "failurePolicy": failure_policy,
         "matchPolicy": "Equivalent",
         # The rules have no side effects, so dry-run requests are safe to send.
@@ -33,9 +35,15 @@ def _hook(w: Webhook, url_base: str, ca_bundle: str, timeout: int, failure_polic
         "timeoutSeconds": timeout,
     }
     if w.resource != "hypernodes":
-        hook["namespaceSelector"] = {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
-        ]}
+        hook["namespaceSelector"] = {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": list(EXCLUDED_NAMESPACES),
+                }
+            ]
+        }
     if w.mutating:
         hook["reinvocationPolicy"] = "Never"
     return hook
@@ -63,10 +71,12 @@ def webhook_configurations(
         w = WEBHOOKS[path]
         policy = pod_failure_policy if w.resource == "pods" else "Fail"
         kind = "MutatingWebhookConfiguration" if w.mutating else "ValidatingWebhookConfiguration"
-        out.append({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-            "metadata": {"name": _name(path)},
-            "webhooks": [_hook(w, url_base, bundle, timeout_seconds, policy)],
-        })
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": _name(path)},
+                "webhooks": [_hook(w, url_base, bundle, timeout_seconds, policy)],
+            }
+        )
     return out

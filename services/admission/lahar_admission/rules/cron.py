@@ -12,8 +12,16 @@ _FIELDS = (
     (0, 59, {}),
     (0, 23, {}),
     (1, 31, {}),
-    (1, 12, {m: i + 1 for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))}),
+    (
+        1,
+        12,
+        {
+            m: i + 1
+            for i, m in enumerate(
+                ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+            )
+        },
+    ),
     (0, 6, {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}),
 )
 _DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
@@ -55,7 +63,7 @@ def is_valid_schedule(spec: str) -> bool:
     text = spec.strip()
     if text.startswith("@"):
         if text.startswith("@every "):
-            return bool(_GO_DURATION.match(text[len("@every "):].strip()))
+            return bool(_GO_DURATION.match(text[len("@every ") :].strip()))
         return text in _DESCRIPTORS
     fields = text.split()
     return len(fields) == 5 and all(_field_ok(f, i) for i, f in enumerate(fields))

@@ -31,12 +31,7 @@ def normalise(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if key in _QUANTITY_MAPS:
-                n = _quantity(v)
-            elif k in _QUANTITY_VALUES:
-                n = _quantity(v)
-            else:
-                n = normalise(v, k)
+            n = _quantity(v) if key in _QUANTITY_MAPS or k in _QUANTITY_VALUES else normalise(v, k)
             if n not in (None, "", 0, False, [], {}):
                 out[k] = n
         return out

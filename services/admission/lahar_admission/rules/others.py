@@ -55,7 +55,10 @@ def _spec_message(cj: CronJob, ctx: Ctx) -> str:
 
 def _cron_name_message(name: str) -> str:
     if len(name) > CRON_NAME_MAX:
-        return f"cronJob name must be no more than {CRON_NAME_MAX} characters to accommodate job name suffix (max 63 total)"
+        return (
+            f"cronJob name must be no more than {CRON_NAME_MAX} characters "
+            "to accommodate job name suffix (max 63 total)"
+        )
     errs = is_qualified_name(name)
     if errs:
         return f"invalid cronJob name {fe.show(name)}: {'; '.join(errs)}"
@@ -86,8 +89,13 @@ def hypernode(ctx: Ctx) -> Verdict:
         if rm is not None and rm.pattern:
             err = re2_error(rm.pattern)
             if err:
-                errs.append(fe.invalid("spec.members.selector.regexMatch.pattern", rm.pattern,
-                                       f"member regexMatch pattern is invalid: {err}"))
+                errs.append(
+                    fe.invalid(
+                        "spec.members.selector.regexMatch.pattern",
+                        rm.pattern,
+                        f"member regexMatch pattern is invalid: {err}",
+                    )
+                )
     return Verdict.deny(fe.aggregate(errs)) if errs else Verdict.allow()
 
 

@@ -139,7 +139,13 @@ def _group_ops(pod: Pod, group: ResGroup) -> list[dict[str, Any]]:
         if isinstance(affinity, dict):
             ops.append({"op": "add", "path": "/spec/affinity", "value": affinity})
     if group.tolerations:
-        ops.append({"op": "add", "path": "/spec/tolerations", "value": [*(pod.spec.tolerations or []), *group.tolerations]})
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/tolerations",
+                "value": [*(pod.spec.tolerations or []), *group.tolerations],
+            }
+        )
     if group.scheduler_name:
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": group.scheduler_name})
     return ops

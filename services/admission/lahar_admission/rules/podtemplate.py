@@ -118,8 +118,10 @@ def validate_pod_spec(spec: dict[str, Any], path: str, opts: PodOptions) -> list
     containers = _as_list(spec.get("containers"), f"{path}.containers", errs)
     if not containers:
         errs.append(fe.required(f"{path}.containers"))
-    for key, items in (("initContainers", _as_list(spec.get("initContainers"), f"{path}.initContainers", errs)),
-                       ("containers", containers)):
+    for key, items in (
+        ("initContainers", _as_list(spec.get("initContainers"), f"{path}.initContainers", errs)),
+        ("containers", containers),
+    ):
         for i, c in enumerate(items):
             cpath = f"{path}.{key}[{i}]"
             if not isinstance(c, dict):
@@ -219,7 +221,9 @@ def _container(
     elif image.strip() != image:
         errs.append(fe.invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
     errs += _enum(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES)
-    errs += _enum(c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES)
+    errs += _enum(
+        c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES
+    )
     errs += _restart_policy(c, path, init)
     errs += _ports(c.get("ports"), f"{path}.ports", host_network)
     errs += _env(c.get("env"), f"{path}.env")
@@ -233,7 +237,9 @@ def _restart_policy(c: dict[str, Any], path: str, init: bool) -> list[FieldError
     if policy is None or policy == "":
         if init:
             return [
-                fe.forbidden(f"{path}.{probe}", "may not be set for init containers without restartPolicy=Always")
+                fe.forbidden(
+                    f"{path}.{probe}", "may not be set for init containers without restartPolicy=Always"
+                )
                 for probe in ("livenessProbe", "readinessProbe", "startupProbe")
                 if c.get(probe) is not None
             ]
@@ -270,7 +276,11 @@ def _ports(raw: Any, path: str, host_network: bool) -> list[FieldError]:
         if host not in (None, 0):
             errs += _port_number(host, f"{ppath}.hostPort", 1)
             if host_network and host != port.get("containerPort"):
-                errs.append(fe.invalid(f"{ppath}.hostPort", host, "must match `containerPort` when `hostNetwork` is true"))
+                errs.append(
+                    fe.invalid(
+                        f"{ppath}.hostPort", host, "must match `containerPort` when `hostNetwork` is true"
+                    )
+                )
         errs += _enum(port.get("protocol"), f"{ppath}.protocol", PROTOCOLS)
     return errs
 
@@ -290,14 +300,23 @@ def _env(raw: Any, path: str) -> list[FieldError]:
         value_from = env.get("valueFrom")
         if value_from is not None:
             if env.get("value"):
-                errs.append(fe.invalid(f"{epath}.valueFrom", "", "may not be specified when `value` is not empty"))
-            sources = [k for k, v in _as_dict(value_from, f"{epath}.valueFrom", errs).items() if v is not None]
+                errs.append(
+                    fe.invalid(f"{epath}.valueFrom", "", "may not be specified when `value` is not empty")
+                )
+            sources = [
+                k for k, v in _as_dict(value_from, f"{epath}.valueFrom", errs).items() if v is not None
+            ]
             if len(sources) != 1:
                 errs.append(
-                    fe.invalid(f"{epath}.valueFrom", "", "may not have more than one field specified at a time")
+                    fe.invalid(
+                        f"{epath}.valueFrom", "", "may not have more than one field specified at a time"
+                    )
                     if sources
-                    else fe.required(f"{epath}.valueFrom", "must specify one of: `fieldRef`, `resourceFieldRef`, "
-                                     "`configMapKeyRef` or `secretKeyRef`")
+                    else fe.required(
+                        f"{epath}.valueFrom",
+                        "must specify one of: `fieldRef`, `resourceFieldRef`, "
+                        "`configMapKeyRef` or `secretKeyRef`",
+                    )
                 )
     return errs
 
@@ -336,14 +355,29 @@ def _tolerations(raw: Any, path: str) -> list[FieldError]:
         if key:
             errs += _name_errors(key, f"{tpath}.key", is_qualified_name)
         elif op != "Exists":
-            errs.append(fe.invalid(f"{tpath}.operator", op,
-                                   'operator must be Exists when `key` is empty, which means "match all values and all keys"'))
+            errs.append(
+                fe.invalid(
+                    f"{tpath}.operator",
+                    op,
+                    "operator must be Exists when `key` is empty, "
+                    'which means "match all values and all keys"',
+                )
+            )
         if op == "Exists" and tol.get("value"):
-            errs.append(fe.invalid(f"{tpath}.operator", tol.get("value"), "value must be empty when `operator` is 'Exists'"))
+            errs.append(
+                fe.invalid(
+                    f"{tpath}.operator", tol.get("value"), "value must be empty when `operator` is 'Exists'"
+                )
+            )
         elif op not in ("", "Equal", "Exists"):
             errs.append(fe.not_supported(f"{tpath}.operator", op, TOLERATION_OPERATORS))
         errs += _enum(tol.get("effect"), f"{tpath}.effect", TAINT_EFFECTS)
         if tol.get("tolerationSeconds") is not None and tol.get("effect") != "NoExecute":
-            errs.append(fe.invalid(f"{tpath}.effect", tol.get("effect") or "",
-                                   "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+            errs.append(
+                fe.invalid(
+                    f"{tpath}.effect",
+                    tol.get("effect") or "",
+                    "effect must be 'NoExecute' when `tolerationSeconds` is set",
+                )
+            )
     return errs

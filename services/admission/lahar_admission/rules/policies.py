@@ -7,11 +7,24 @@ from lahar_admission.types import LifecyclePolicy
 
 # Events and actions a user may write; the internal ones exist but are refused.
 ALLOWED_EVENTS = (
-    "*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated",
+    "*",
+    "PodFailed",
+    "PodEvicted",
+    "PodPending",
+    "Unknown",
+    "TaskCompleted",
+    "TaskFailed",
+    "JobUpdated",
 )
 ALLOWED_ACTIONS = (
-    "AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob",
-    "CompleteJob", "ResumeJob",
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "RestartPartition",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
 )
 
 

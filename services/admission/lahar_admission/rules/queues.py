@@ -67,7 +67,9 @@ def _stages(queue: Queue, old: Queue | None, ctx: Ctx) -> str:
         and queuetree.resources_changed(old, queue)
     ):
         return "root queue's resource attributes (capability, deserved, guarantee) cannot be modified"
-    if queue.metadata.name != "root" and (old is None or parent_changed or queuetree.resources_changed(old, queue)):
+    if queue.metadata.name != "root" and (
+        old is None or parent_changed or queuetree.resources_changed(old, queue)
+    ):
         return queuetree.resource_error(queue, ctx.view)
     return ""
 
@@ -83,20 +85,29 @@ def quantity_errors(spec: QueueSpec, path: str) -> list[FieldError]:
         d = spec.deserved.get(name)
         if d is None:
             errs.append(
-                fe.invalid_raw(f"{path}.deserved.{name}", '"<nil>"',
-                               f"deserved[{name}] must be >= guarantee[{name}]={canonical_of(g)}")
+                fe.invalid_raw(
+                    f"{path}.deserved.{name}",
+                    '"<nil>"',
+                    f"deserved[{name}] must be >= guarantee[{name}]={canonical_of(g)}",
+                )
             )
         elif d.amount < g.amount:
             errs.append(
-                fe.invalid(f"{path}.deserved.{name}", canonical_of(d),
-                           f"deserved[{name}]={canonical_of(d)} must be >= guarantee[{name}]={canonical_of(g)}")
+                fe.invalid(
+                    f"{path}.deserved.{name}",
+                    canonical_of(d),
+                    f"deserved[{name}]={canonical_of(d)} must be >= guarantee[{name}]={canonical_of(g)}",
+                )
             )
     for name, d in spec.deserved.items():
         c = spec.capability.get(name)
         if c is not None and d.amount > c.amount:
             errs.append(
-                fe.invalid(f"{path}.deserved.{name}", canonical_of(d),
-                           f"deserved[{name}]={canonical_of(d)} must be <= capability[{name}]={canonical_of(c)}")
+                fe.invalid(
+                    f"{path}.deserved.{name}",
+                    canonical_of(d),
+                    f"deserved[{name}]={canonical_of(d)} must be <= capability[{name}]={canonical_of(c)}",
+                )
             )
     return errs
 
@@ -122,7 +133,9 @@ def hierarchy_errors(queue: Queue, ctx: Ctx, path: str) -> list[FieldError]:
         return []
     parts, wparts = hierarchy.split("/"), weights.split("/")
     if len(parts) != len(wparts):
-        return [fe.invalid(path, hierarchy, f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}")]
+        return [
+            fe.invalid(path, hierarchy, f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}")
+        ]
     for w in wparts:
         value, err = _go_parse_float(w)
         if value is None:
@@ -133,8 +146,12 @@ def hierarchy_errors(queue: Queue, ctx: Ctx, path: str) -> list[FieldError]:
         theirs = other.metadata.annotations.get(HIERARCHY, "")
         if theirs and other.metadata.name != queue.metadata.name and theirs.startswith(hierarchy + "/"):
             return [
-                fe.invalid(path, hierarchy,
-                           f"{hierarchy} is not allowed to be in the sub path of {theirs} of queue {other.metadata.name}")
+                fe.invalid(
+                    path,
+                    hierarchy,
+                    f"{hierarchy} is not allowed to be in the sub path of {theirs} "
+                    f"of queue {other.metadata.name}",
+                )
             ]
     return []
 
@@ -151,7 +168,10 @@ def delete_error(name: str, ctx: Ctx) -> str:
             return f"queue {name} cannot be deleted because it has allocated Pods: {pods.units}"
     children = [c.metadata.name for c in ctx.view.children(name)]
     if children:
-        return f"queue {name} can not be deleted because it has {len(children)} child queues: {', '.join(children)}"
+        return (
+            f"queue {name} can not be deleted because it has {len(children)} child queues: "
+            + ", ".join(children)
+        )
     return ""
 
 
@@ -170,9 +190,15 @@ def queue_patch(queue: Queue) -> list[dict[str, Any]]:
     weights = annotations.get(HIERARCHY_WEIGHTS, "")
     # A plain string prefix test, as Volcano's: "rootless/a" counts as rooted.
     if hierarchy and weights and not hierarchy.startswith("root"):
-        ops.append({"op": "add", "path": "/metadata/annotations/volcano.sh~1hierarchy", "value": f"root/{hierarchy}"})
         ops.append(
-            {"op": "add", "path": "/metadata/annotations/volcano.sh~1hierarchy-weights", "value": f"1/{weights}"}
+            {"op": "add", "path": "/metadata/annotations/volcano.sh~1hierarchy", "value": f"root/{hierarchy}"}
+        )
+        ops.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations/volcano.sh~1hierarchy-weights",
+                "value": f"1/{weights}",
+            }
         )
     if queue.spec.reclaimable is None:
         ops.append({"op": "add", "path": "/spec/reclaimable", "value": True})

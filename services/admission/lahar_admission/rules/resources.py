@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from lahar_admission import fielderr as fe
@@ -26,10 +27,26 @@ QUANTITY_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 STANDARD_CONTAINER = frozenset({"cpu", "memory", "ephemeral-storage"})
 STANDARD = frozenset(
     {
-        "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage",
-        "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "resourcequotas", "services",
-        "replicationcontrollers", "secrets", "configmaps", "persistentvolumeclaims", "storage",
-        "requests.storage", "services.nodeports", "services.loadbalancers",
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "storage",
+        "requests.storage",
+        "services.nodeports",
+        "services.loadbalancers",
     }
 )
 
@@ -58,14 +75,18 @@ def parse_list(raw: Any, path: str, errs: list[FieldError]) -> dict[str, Quantit
                 raise QuantityError("not a quantity")
             out[str(name)] = Quantity(value)
         except QuantityError:
-            errs.append(fe.invalid(f"{path}[{name}]", value, f"quantities must match the regular expression '{QUANTITY_RE}'"))
+            errs.append(
+                fe.invalid(
+                    f"{path}[{name}]", value, f"quantities must match the regular expression '{QUANTITY_RE}'"
+                )
+            )
     return out
 
 
 def quantity_value_errors(name: str, q: Quantity, path: str) -> list[FieldError]:
     """ValidateResourceQuantityValue: non-negative, and whole for integer resources."""
     errs: list[FieldError] = []
-    if q.amount < 0:
+    if q.amount.numerator < 0:
         errs.append(fe.invalid(path, canonical_of(q), "must be greater than or equal to 0"))
     if is_integer_resource(name) and q.milli % 1000 != 0:
         errs.append(fe.invalid_raw(path, canonical_of(q), "must be an integer"))
@@ -73,6 +94,15 @@ def quantity_value_errors(name: str, q: Quantity, path: str) -> list[FieldError]
 
 
 def _container_name_errors(name: str, path: str) -> list[FieldError]:
+    return list(_container_name_errors_cached(name, path))
+
+
+@lru_cache(maxsize=4096)
+def _container_name_errors_cached(name: str, path: str) -> tuple[FieldError, ...]:
+    return tuple(_container_name_check(name, path))
+
+
+def _container_name_check(name: str, path: str) -> list[FieldError]:
     msgs = is_qualified_name(name)
     if msgs:
         return [fe.invalid(path, name, m) for m in msgs]
@@ -93,7 +123,11 @@ def _pod_name_errors(name: str, path: str) -> list[FieldError]:
     msgs = is_qualified_name(name)
     if msgs:
         return [fe.invalid(path, name, m) for m in msgs]
-    if "/" not in name and name not in STANDARD and not name.startswith(("hugepages-", "requests.hugepages-")):
+    if (
+        "/" not in name
+        and name not in STANDARD
+        and not name.startswith(("hugepages-", "requests.hugepages-"))
+    ):
         return [fe.invalid(path, name, "must be a standard resource type or fully qualified")]
     if name in ("cpu", "memory") or is_hugepages(name):
         return []
@@ -102,7 +136,7 @@ def _pod_name_errors(name: str, path: str) -> list[FieldError]:
 
 def _hugepage_errors(name: str, q: Quantity, path: str) -> list[FieldError]:
     try:
-        page = Quantity(name[len("hugepages-"):])
+        page = Quantity(name[len("hugepages-") :])
     except QuantityError:
         page = None
     ok = page is not None and page.amount > 0 and page.milli % 1000 == 0 and q.units % page.units == 0
@@ -149,11 +183,19 @@ def _request_vs_limit(name: str, req: Quantity, limit: Quantity | None, path: st
             return []
         return [fe.required(f"{path}.limits", "Limit must be set for non overcommitable resources")]
     if req.amount != limit.amount and not overcommit_allowed(name):
-        return [fe.invalid(f"{path}.requests", canonical_of(req), f"must be equal to {name} limit of {canonical_of(limit)}")]
+        return [
+            fe.invalid(
+                f"{path}.requests",
+                canonical_of(req),
+                f"must be equal to {name} limit of {canonical_of(limit)}",
+            )
+        ]
     if req.amount > limit.amount:
         return [
             fe.invalid(
-                f"{path}.requests", canonical_of(req), f"must be less than or equal to {name} limit of {canonical_of(limit)}"
+                f"{path}.requests",
+                canonical_of(req),
+                f"must be less than or equal to {name} limit of {canonical_of(limit)}",
             )
         ]
     return []
