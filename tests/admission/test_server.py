@@ -192,7 +192,7 @@ def test_unavailable_mirror_follows_the_policy(server_for: Any) -> None:
 
 def test_answers_within_the_request_timeout(server_for: Any) -> None:
     view = BlockingView()
-    s = server_for(view)
+    s = server_for(view, inline_max_bytes=0)
     try:
         with s.client() as c:
             started = time.monotonic()
