@@ -136,7 +136,10 @@ async def run_rate(conns: list[Conn], queues: list[str], duration: float, rate: 
 
     await asyncio.gather(*(one(i) for i in range(total)))
     latencies.sort()
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
+
+    def pick(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+
     return {"reviews": total, "p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": latencies[-1] * 1000}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, TypeVar
 
 import msgspec
@@ -43,9 +42,14 @@ class Ctx:
         return self._plain[which]
 
 
-@lru_cache(maxsize=64)
-def _decoder(typ: type[Any]) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(typ, dec_hook=dec_hook)
+_DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(typ: Any) -> msgspec.json.Decoder[Any]:
+    dec = _DECODERS.get(typ)
+    if dec is None:
+        dec = _DECODERS[typ] = msgspec.json.Decoder(typ, dec_hook=dec_hook)
+    return dec
 
 
 _AT = re.compile(r"^(?P<why>.*?)(?: - at `\$(?P<where>[^`]*)`)?$", re.S)

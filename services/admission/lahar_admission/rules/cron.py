@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-_FIELDS = (
+_FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = (
     (0, 59, {}),
     (0, 23, {}),
     (1, 31, {}),

@@ -12,7 +12,7 @@ checked.  An empty ``spec.queue`` is also left alone: the webhook treats it as "
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lahar_admission import fielderr as fe
@@ -166,7 +166,7 @@ class _Checker:
         data: dict[str, Any],
         key: str,
         path: str,
-        check: Callable[[str], list[str]],
+        check: Callable[[str], Sequence[str]],
         fmt: str,
         allow_empty: bool = False,
     ) -> None:
