@@ -6,27 +6,12 @@ same result.
 
 from __future__ import annotations
 
-import msgspec
-
-from lahar_scheduler.actions import ACTIONS
+from lahar_scheduler.actions import ACTIONS, UNSUPPORTED_ACTIONS
+from lahar_scheduler.actions.args import AllocateArgs, PreemptArgs
 from lahar_scheduler.framework.conf import DEFAULT_CONF, SchedulerConf, args_parser, parse_conf
 from lahar_scheduler.framework.session import Session, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.plugins import PLUGINS, argument_parsers
-
-
-class AllocateArgs(msgspec.Struct, forbid_unknown_fields=True):
-    predicate_error_cache: bool = msgspec.field(default=True, name="predicateErrorCacheEnable")
-
-
-class PreemptArgs(msgspec.Struct, forbid_unknown_fields=True):
-    predicate_error_cache: bool = msgspec.field(default=True, name="predicateErrorCacheEnable")
-    topology_aware: bool = msgspec.field(default=False, name="enableTopologyAwarePreemption")
-    workers: int = msgspec.field(default=16, name="topologyAwarePreemptWorkerNum")
-    min_percentage: int = msgspec.field(default=10, name="minCandidateNodesPercentage")
-    min_absolute: int = msgspec.field(default=1, name="minCandidateNodesAbsolute")
-    max_absolute: int = msgspec.field(default=100, name="maxCandidateNodesAbsolute")
-
 
 ACTION_ARGS = {
     "allocate": args_parser(AllocateArgs),
@@ -38,7 +23,13 @@ ACTION_ARGS = {
 
 def load_conf(text: str | None = None) -> SchedulerConf:
     """Parse a ``volcano-scheduler.conf`` document (the built-in default when None)."""
-    return parse_conf(text if text is not None else DEFAULT_CONF, ACTIONS, argument_parsers(), ACTION_ARGS)
+    return parse_conf(
+        text if text is not None else DEFAULT_CONF,
+        ACTIONS,
+        argument_parsers(),
+        ACTION_ARGS,
+        unsupported_actions=UNSUPPORTED_ACTIONS,
+    )
 
 
 def run_session(snapshot: Snapshot, conf: SchedulerConf, *, seed: int = 0, uid: str = "session") -> SessionResult:

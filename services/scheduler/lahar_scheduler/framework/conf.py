@@ -113,6 +113,7 @@ def parse_conf(
     actions: Mapping[str, object],
     plugins: Mapping[str, ArgsParser],
     action_args: Mapping[str, ArgsParser] | None = None,
+    unsupported_actions: Mapping[str, str] | None = None,
 ) -> SchedulerConf:
     """Parse and validate a configuration document against the registered names."""
     errors: list[str] = []
@@ -127,9 +128,10 @@ def parse_conf(
     for key in doc:
         if key not in ("actions", "tiers", "configurations", "metrics"):
             errors.append(f"{key}: unknown key (expected actions, tiers, configurations, metrics)")
-    action_names = _parse_actions(doc.get("actions"), actions, errors)
+    unsupported = unsupported_actions or {}
+    action_names = _parse_actions(doc.get("actions"), actions, errors, unsupported)
     tiers = _parse_tiers(doc.get("tiers"), plugins, errors)
-    configurations = _parse_configurations(doc.get("configurations"), actions, action_args or {}, errors)
+    configurations = _parse_configurations(doc.get("configurations"), actions, action_args or {}, errors, unsupported)
     metrics = doc.get("metrics") or {}
     if not isinstance(metrics, dict):
         errors.append("metrics: expected a mapping")
@@ -140,7 +142,9 @@ def parse_conf(
     return SchedulerConf(action_names, tiers, configurations, {str(k): str(v) for k, v in metrics.items()}, text)
 
 
-def _parse_actions(raw: Any, known: Mapping[str, object], errors: list[str]) -> list[str]:
+def _parse_actions(
+    raw: Any, known: Mapping[str, object], errors: list[str], unsupported: Mapping[str, str]
+) -> list[str]:
     if raw is None:
         errors.append("actions: required")
         return []
@@ -149,7 +153,9 @@ def _parse_actions(raw: Any, known: Mapping[str, object], errors: list[str]) -> 
         return []
     names = [a.strip() for a in raw.split(",") if a.strip()]
     for i, name in enumerate(names):
-        if name not in known:
+        if name in unsupported:
+            errors.append(f"actions[{i}]: action {name!r} is not supported: {unsupported[name]}")
+        elif name not in known:
             errors.append(f"actions[{i}]: unknown action {name!r} (known: {', '.join(sorted(known))})")
     return names
 
@@ -209,7 +215,11 @@ def _parse_plugin(raw: Any, path: str, plugins: Mapping[str, ArgsParser], errors
 
 
 def _parse_configurations(
-    raw: Any, actions: Mapping[str, object], parsers: Mapping[str, ArgsParser], errors: list[str]
+    raw: Any,
+    actions: Mapping[str, object],
+    parsers: Mapping[str, ArgsParser],
+    errors: list[str],
+    unsupported: Mapping[str, str],
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if raw is None:
@@ -223,6 +233,9 @@ def _parse_configurations(
             errors.append(f"{path}: expected a mapping with 'name' and 'arguments'")
             continue
         name = item["name"]
+        if name in unsupported:
+            errors.append(f"{path}.name: action {name!r} is not supported: {unsupported[name]}")
+            continue
         if name not in actions:
             errors.append(f"{path}.name: unknown action {name!r}")
             continue

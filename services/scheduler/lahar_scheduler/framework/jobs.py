@@ -68,11 +68,12 @@ def parse_bool(raw: str) -> bool | None:
 
 
 def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
-    """(Resreq, InitResreq): running request, and launch request with init containers and ``pods: 1``."""
-    regular = Resource()
-    for c in pod.spec.containers:
-        regular.add(Resource.from_list(c.resources.requests))
-    _amend(regular, pod)
+    """(Resreq, InitResreq): both the launch request, with init containers and ``pods: 1``.
+
+    Volcano's NewTaskInfo uses one request for both (``resReq := initResReq``), so every task
+    holds a ``pods`` slot in node idle and queue/job accounting; preemption relies on it to free
+    a full node's pod slots.
+    """
     launch = Resource()
     for c in pod.spec.containers:
         launch.add(Resource.from_list(c.resources.requests))
@@ -90,7 +91,7 @@ def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
     launch.set_max(init_max)
     launch.add_scalar("pods", 1)
     _amend(launch, pod)
-    return regular, launch
+    return launch.clone(), launch
 
 
 _DEFAULT_CPU = 100.0

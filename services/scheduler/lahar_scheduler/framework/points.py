@@ -8,6 +8,7 @@ one function per rule, never a copied loop per point.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -29,8 +30,22 @@ class Combine(enum.Enum):
 @dataclass(frozen=True)
 class Point:
     name: str
-    flag: str | None  # None: consulted whatever the plugin's flags say
+    # None: consulted whatever the plugin's flags say; a tuple: consulted when any of them is on.
+    flag: str | tuple[str, ...] | None
     combine: Combine
+
+
+def consulted(flag: str | tuple[str, ...] | None, enabled: Callable[[str], bool]) -> bool:
+    """Whether a plugin whose option answers ``enabled`` takes part in a point with this flag."""
+    if flag is None:
+        return True
+    if isinstance(flag, tuple):
+        return any(enabled(f) for f in flag)
+    return enabled(flag)
+
+
+# Volcano calls the simulate add/remove hooks of plugins that enable preemptable or allocatable.
+_SIMULATE_TASK = ("enablePreemptable", "enabledAllocatable")
 
 
 POINTS: dict[str, Point] = {
@@ -58,5 +73,11 @@ POINTS: dict[str, Point] = {
         Point("victim_tasks", "enabledVictim", Combine.UNION_FIRST_TIER),
         Point("target_job", "enableTargetJob", Combine.FIRST_RESULT),
         Point("reserved_nodes", "enableReservedNodes", Combine.NOTIFY),
+        # Topology-aware preemption dry-runs victims on node copies through these hooks; they
+        # read and write the per-task CycleState that plugins fill in pre_predicate.
+        Point("simulate_allocatable", "enabledAllocatable", Combine.ALL),
+        Point("simulate_predicate", "enablePredicate", Combine.ALL_PASS),
+        Point("simulate_add_task", _SIMULATE_TASK, Combine.ALL_PASS),
+        Point("simulate_remove_task", _SIMULATE_TASK, Combine.ALL_PASS),
     )
 }

@@ -17,10 +17,11 @@ import numpy as np
 
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
+from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
-from lahar_scheduler.framework.points import POINTS
+from lahar_scheduler.framework.points import POINTS, consulted
 from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicates
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.types import (
@@ -141,6 +142,7 @@ class Session:
         self._committed: set[int] = set()
         self._old_status: dict[str, tuple[str, list[Condition]]] = {}
         self.conditions: dict[str, list[Condition]] = {}
+        self.cycle_states: dict[str, CycleState] = {}
         for job in self.jobs.values():
             job.priority = snapshot.job_priority(job)
             job.reset_fit_errors()
@@ -201,7 +203,7 @@ class Session:
                 fns = [
                     registered[opt.name]
                     for opt in tier.plugins
-                    if opt.name in registered and (flag is None or opt.enabled(flag))
+                    if opt.name in registered and consulted(flag, opt.enabled)
                 ]
                 chain.append(fns)
             self._chains[point] = chain
@@ -250,6 +252,10 @@ class Session:
                 got, vote = fn(preemptor, candidates)
                 if vote == Vote.ABSTAIN:
                     continue
+                if not got:
+                    # A plugin offering no victim ends the tier (Volcano breaks out of it).
+                    victims = None
+                    break
                 if not init:
                     victims = list(got)
                     init = True
@@ -273,6 +279,10 @@ class Session:
         if r:
             return r
         return _by_creation(left.creation, left.uid, right.creation, right.uid)
+
+    def job_order_plugins(self, left: JobInfo, right: JobInfo) -> int:
+        """The plugins' job comparison alone, 0 when they tie (Volcano's JobOrderCompareFn)."""
+        return self._first_nonzero("job_order", left, right)
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> bool:
         return self._queue_cmp(left, right) < 0
@@ -356,6 +366,34 @@ class Session:
             if err:
                 return str(err)
         return None
+
+    # -- simulation for topology-aware preemption (state from cycle_state, cloned per node) --
+    def cycle_state(self, task: TaskInfo) -> CycleState:
+        state = self.cycle_states.get(task.uid)
+        if state is None:
+            state = self.cycle_states[task.uid] = CycleState()
+        return state
+
+    def _first_error(self, point: str, *args: Any) -> str | None:
+        for fn in self._flat(point):
+            err = fn(*args)
+            if err:
+                return str(err)
+        return None
+
+    def simulate_allocatable(self, state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self._all("simulate_allocatable", state, queue, task)
+
+    def simulate_predicate(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> str | None:
+        return self._first_error("simulate_predicate", state, task, node)
+
+    def simulate_add_task(self, state: CycleState, preemptor: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
+        return self._first_error("simulate_add_task", state, preemptor, task, node)
+
+    def simulate_remove_task(
+        self, state: CycleState, preemptor: TaskInfo, task: TaskInfo, node: NodeInfo
+    ) -> str | None:
+        return self._first_error("simulate_remove_task", state, preemptor, task, node)
 
     def predicate_callbacks(self) -> list[Any]:
         return list(self._flat("predicate"))

@@ -1,0 +1,231 @@
+"""preempt: starving jobs evict lower-priority tasks of their own queue (Volcano's preempt action).
+
+Queue by queue (queue order), each starving job (job order) gets one statement: while it is
+starving, its pending tasks (task order) try to preempt Bound/Running tasks of *other* jobs of the
+same queue; the statement is committed only if the job is then pipelined.  After the queue's
+jobs, each starving job's pending tasks may preempt tasks of their own job, one statement per
+task, committed when the task got a node and stopping at the first that did not.
+
+Preemption never binds: a preemptor is *pipelined* on its node, and lands in a later session once
+its victims are gone.  The node is found by the normal path (nodes by score, evict in victim
+order until the preemptor fits) or the topology-aware path (``preempt_topology``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar.api.resource import Resource
+from lahar_scheduler.actions.args import PreemptArgs, typed
+from lahar_scheduler.actions.base import Action
+from lahar_scheduler.actions.evictutil import (
+    NEVER,
+    TaskFilter,
+    VictimBound,
+    fits_vector,
+    pending_tasks,
+    preempt_nodes,
+    preemptable_in_queue,
+    shape_key,
+    victims_cover,
+)
+from lahar_scheduler.actions.preempt_topology import topology_preempt
+from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
+from lahar_scheduler.framework.victims import victims_queue
+
+if TYPE_CHECKING:
+    from lahar.api.objects import Pod
+    from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.session import Session
+    from lahar_scheduler.framework.statement import Statement
+
+
+def pod_priority(pod: Pod) -> int:
+    """kube's PodPriority: ``spec.priority``, 0 when unset (not the task priority's default 1)."""
+    return pod.spec.priority if pod.spec.priority is not None else 0
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    if pod.metadata.deletion_timestamp is None:
+        return False
+    for c in pod.status.conditions:
+        if c.type == "DisruptionTarget":
+            return c.status == "True" and c.reason == "PreemptionByScheduler"
+    return False
+
+
+def eligible(ssn: Session, task: TaskInfo) -> bool:
+    """Volcano's taskEligibleToPreempt: preemptionPolicy Never, and the nominated-node checks."""
+    if task.preemption_policy == NEVER:
+        return False
+    name = task.pod.status.nominated_node_name
+    if not name:
+        return True
+    node = ssn.nodes.by_name.get(name)
+    if node is None:
+        return False
+    verdict = ssn.predicate(task, np.array([node.index], dtype=np.intp))
+    if len(verdict.passed):
+        return False  # the nominated node now takes the pod: nothing to preempt for
+    if len(verdict.unresolvable):
+        return True  # preemption on that node cannot help, so look elsewhere again
+    mine = pod_priority(task.pod)
+    # A lower-priority pod still terminating for an earlier preemption: wait for it.
+    return not any(
+        pod_priority(t.pod) < mine and terminating_by_preemption(t.pod) for t in node.tasks.values()
+    )
+
+
+def other_jobs_filter(ssn: Session, preemptor: TaskInfo, queue: str) -> TaskFilter:
+    def ok(t: TaskInfo) -> bool:
+        if not _evictable(preemptor, t):
+            return False
+        job = ssn.jobs.get(t.job)
+        return job is not None and job.queue == queue and t.job != preemptor.job
+
+    return ok
+
+
+def same_job_filter(preemptor: TaskInfo) -> TaskFilter:
+    return lambda t: _evictable(preemptor, t) and t.job == preemptor.job
+
+
+def _evictable(preemptor: TaskInfo, t: TaskInfo) -> bool:
+    # Bound/Running only; a BestEffort preemptor may only evict BestEffort tasks.
+    if t.status not in PREEMPTABLE_STATUSES or not t.preemptable:
+        return False
+    return not (preemptor.best_effort and not t.best_effort)
+
+
+class PreemptAction(Action):
+    name = "preempt"
+
+    def execute(self, ssn: Session) -> None:
+        self.args = typed(self.arguments, PreemptArgs)
+        self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
+        jobs: dict[str, PriorityQueue[JobInfo]] = {}
+        starving: dict[str, list[JobInfo]] = {}
+        tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or ssn.job_valid(job) is not None or job.queue not in ssn.queues:
+                continue
+            if not ssn.job_starving(job) or _network_topology(job):
+                continue
+            jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+            starving.setdefault(job.queue, []).append(job)
+            tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
+        queues = PriorityQueue(ssn.queue_order, [ssn.queues[name] for name in jobs])
+        while not queues.empty():
+            queue = queues.pop()
+            self.between_jobs(ssn, queue, jobs[queue.uid], tasks)
+            for job in starving[queue.uid]:
+                self.within_job(ssn, job)
+
+    def between_jobs(
+        self, ssn: Session, queue: QueueInfo, jobs: PriorityQueue[JobInfo], tasks: dict[str, PriorityQueue[TaskInfo]]
+    ) -> None:
+        while not jobs.empty():
+            job = jobs.pop()
+            stmt = ssn.statement()
+            # Shapes that found no node since the state last changed: an identical task would
+            # fail the same way, so it is not tried again (state changes only when one succeeds).
+            failed: set[tuple[object, ...]] = set()
+            pending = tasks[job.uid]
+            while ssn.job_starving(job) and not pending.empty():
+                preemptor = pending.pop()
+                key = shape_key(preemptor, "jobs")
+                if key in failed:
+                    continue
+                if self.preempt(ssn, stmt, preemptor, other_jobs_filter(ssn, preemptor, queue.uid)):
+                    failed.clear()
+                else:
+                    failed.add(key)
+            if ssn.job_pipelined(job):
+                if stmt.has_evictions():
+                    ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
+                stmt.commit()
+            else:
+                stmt.discard()
+
+    def within_job(self, ssn: Session, job: JobInfo) -> None:
+        """Pending tasks preempt lower-priority tasks of their own job; stop at the first failure."""
+        pending = PriorityQueue(ssn.task_order, pending_tasks(job))
+        while not pending.empty():
+            preemptor = pending.pop()
+            stmt = ssn.statement()
+            if not self.preempt(ssn, stmt, preemptor, same_job_filter(preemptor)):
+                stmt.discard()
+                return
+            stmt.commit()
+
+    def preempt(self, ssn: Session, stmt: Statement, preemptor: TaskInfo, keep: TaskFilter) -> bool:
+        if not eligible(ssn, preemptor) or ssn.pre_predicate(preemptor) is not None:
+            return False
+        job = ssn.jobs[preemptor.job]
+        possible = self.bound.candidates(preemptor, job.queue)
+        if not possible.any():
+            return False
+        nodes = preempt_nodes(ssn, preemptor)
+        if self.args.topology_aware:
+            return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args)
+        return self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible)
+
+    def normal_preempt(
+        self, ssn: Session, stmt: Statement, preemptor: TaskInfo, keep: TaskFilter, nodes: IntArray, possible: BoolArray
+    ) -> bool:
+        """Best-scored node first: evict victims in victim order until the preemptor fits, then
+        pipeline it there; a node where it never fits keeps all its victims.  Scores are taken
+        over every candidate node (kube normalises them over the set), nodes the victim bound
+        rules out are then skipped."""
+        queue = ssn.queues[ssn.jobs[preemptor.job].queue]
+        for i in _by_score(ssn, preemptor, nodes, possible):
+            node = ssn.node_list[i]
+            victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+            if not victims_cover(preemptor, node, victims):
+                continue
+            node_stmt = ssn.statement()
+            order = victims_queue(ssn, victims, preemptor)
+            evicted = Resource()
+            fits = preemptor_fits(ssn, queue, preemptor, node)
+            while not fits and not order.empty():
+                victim = order.pop()
+                node_stmt.evict(victim, "preempt")
+                evicted.add(victim.resreq)
+                fits = preemptor_fits(ssn, queue, preemptor, node)
+            if fits:
+                # Volcano's evictionOccurred ignores pods, so BestEffort victims do not count.
+                node_stmt.pipeline(preemptor, node.name, not evicted.is_empty())
+                stmt.merge(node_stmt)
+                return True
+            node_stmt.discard()
+        return False
+
+
+def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
+    """The queue may take it, the node's future idle holds it, and PredicateFn accepts it."""
+    if not ssn.allocatable(queue, preemptor):
+        return False
+    if not fits_vector(preemptor, ssn.nodes.future[node.index]):
+        return False
+    return bool(len(ssn.predicate(preemptor, np.array([node.index], dtype=np.intp)).passed))
+
+
+def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> list[int]:
+    """Highest score first (Volcano's SortNodes), equal scores in node order; only possible nodes."""
+    if not possible[nodes].any():
+        return []
+    if len(nodes) > 1:
+        nodes = nodes[np.argsort(-ssn.node_order(task, nodes), kind="stable")]
+    return [int(i) for i in nodes if possible[i]]
+
+
+def _network_topology(job: JobInfo) -> bool:
+    # Jobs with a network topology are not preempted for (volcano-sh/volcano#4374).
+    return job.podgroup is not None and job.podgroup.spec.network_topology is not None
+
+
+__all__ = ["PreemptAction", "eligible", "pod_priority", "preemptor_fits"]

@@ -1,0 +1,159 @@
+"""Topology-aware preemption (``enableTopologyAwarePreemption``): kube-scheduler's default
+preemption as Volcano runs it.
+
+Nodes are dry-run from a random offset until enough candidates are found
+(``clamp(n·minCandidateNodesPercentage/100, minCandidateNodesAbsolute, maxCandidateNodesAbsolute)``).
+On each node, on a clone of the preemptor's CycleState, victims are removed in victim order until
+the preemptor fits (SimulateAllocatable, future idle, SimulatePredicate), then reprieved from the
+most important down, keeping those it still fits beside.  The candidate whose most important
+victim matters least wins; its victims are evicted and the preemptor pipelined there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
+from lahar_scheduler.framework.snapshot import parse_time
+from lahar_scheduler.framework.victims import in_victim_order
+
+if TYPE_CHECKING:
+    from lahar_scheduler.actions.args import PreemptArgs
+    from lahar_scheduler.framework.cyclestate import CycleState
+    from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.session import Session
+    from lahar_scheduler.framework.statement import Statement
+
+# Added to every pod priority before summing, so negative priorities still sum to more with
+# more pods (kube's MaxInt32 + 1).
+PRIORITY_OFFSET = 2**31
+
+
+@dataclass
+class Candidate:
+    node: NodeInfo
+    victims: list[TaskInfo]  # most important first, as reprieve visits them
+
+
+def num_candidates(nodes: int, args: PreemptArgs) -> int:
+    n = nodes * args.min_percentage // 100
+    n = max(n, args.min_absolute)
+    return min(n, args.max_absolute, nodes)
+
+
+def topology_preempt(
+    ssn: Session,
+    stmt: Statement,
+    preemptor: TaskInfo,
+    keep: TaskFilter,
+    nodes: IntArray,
+    possible: BoolArray,
+    args: PreemptArgs,
+) -> bool:
+    if not len(nodes):
+        return False
+    queue = ssn.queues[ssn.jobs[preemptor.job].queue]
+    state = ssn.cycle_state(preemptor)
+    offset = ssn.rng.randrange(len(nodes))
+    wanted = num_candidates(len(nodes), args)
+    found: list[Candidate] = []
+    for k in range(len(nodes)):
+        i = int(nodes[(offset + k) % len(nodes)])
+        if not possible[i]:
+            continue  # fails ValidateVictims whatever the plugins offer
+        node = ssn.node_list[i]
+        victims = select_victims(ssn, state.clone(), preemptor, queue, node, keep)
+        if victims:
+            found.append(Candidate(node, victims))
+            if len(found) >= wanted:
+                break
+    if not found:
+        return False
+    best = pick_one(found, ssn.now)
+    tmp = ssn.statement()
+    for victim in best.victims:
+        tmp.evict(victim, "preempt")
+    tmp.pipeline(preemptor, best.node.name, True)
+    stmt.merge(tmp)
+    return True
+
+
+def select_victims(
+    ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, node: NodeInfo, keep: TaskFilter
+) -> list[TaskInfo] | None:
+    """The fewest victims on ``node`` that let the preemptor fit; None when there is no such set
+    (or no victim is needed at all)."""
+    victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+    if not victims_cover(preemptor, node, victims):
+        return None
+    have = ssn.nodes.future[node.index].copy()
+    removed: list[TaskInfo] = []
+    for victim in in_victim_order(ssn, victims, preemptor):
+        removed.append(victim)
+        if ssn.simulate_remove_task(state, preemptor, victim, node) is not None:
+            return None
+        have += victim.res_vec
+        if _fits(ssn, state, queue, preemptor, node, have):
+            break
+    if not removed or ssn.simulate_predicate(state, preemptor, node) is not None:
+        return None
+    chosen: list[TaskInfo] = []
+    for victim in reversed(removed):  # most important first: it is the first to be spared
+        if ssn.simulate_add_task(state, preemptor, victim, node) is not None:
+            return None
+        have -= victim.res_vec
+        if _fits(ssn, state, queue, preemptor, node, have):
+            continue
+        if ssn.simulate_remove_task(state, preemptor, victim, node) is not None:
+            return None
+        have += victim.res_vec
+        chosen.append(victim)
+    return chosen or None
+
+
+def _fits(ssn: Session, state: CycleState, queue: QueueInfo, task: TaskInfo, node: NodeInfo, have: FloatArray) -> bool:
+    return (
+        ssn.simulate_allocatable(state, queue, task)
+        and fits_vector(task, have)
+        and ssn.simulate_predicate(state, task, node) is None
+    )
+
+
+def pick_one(candidates: list[Candidate], now: float) -> Candidate:
+    """kube's pickOneNodeForPreemption: the lowest most-important victim priority, then the
+    lowest priority sum, the fewest victims, the latest start among the most important victims,
+    then the first found."""
+    if len(candidates) == 1:
+        return candidates[0]
+    scorers = (
+        lambda c: -_priority(c.victims[0]),
+        lambda c: -sum(_priority(v) + PRIORITY_OFFSET for v in c.victims),
+        lambda c: -len(c.victims),
+        lambda c: _earliest_top_start(c.victims, now),
+    )
+    left = candidates
+    for score in scorers:
+        values = [score(c) for c in left]
+        top = max(values)
+        left = [c for c, v in zip(left, values, strict=True) if v == top]
+        if len(left) == 1:
+            break
+    return left[0]
+
+
+def _priority(task: TaskInfo) -> int:
+    prio = task.pod.spec.priority
+    return prio if prio is not None else 0
+
+
+def _earliest_top_start(victims: list[TaskInfo], now: float) -> float:
+    """Earliest start time among the highest-priority victims (not started: now)."""
+    top = max(_priority(v) for v in victims)
+    return min(_start(v, now) for v in victims if _priority(v) == top)
+
+
+def _start(task: TaskInfo, now: float) -> float:
+    stamp = task.pod.status.start_time
+    return parse_time(stamp) if stamp else now

@@ -1,0 +1,141 @@
+"""reclaim: starving jobs take back resources from other, reclaimable queues (Volcano's reclaim).
+
+Queues in queue order, skipping overused ones; each starving job (job order) gets one statement.
+For each pending task (preemptionPolicy Never skipped, the queue must be ``preemptive``) the nodes
+passing the preempt-style predicate are tried in node order: the Running, preemptable tasks of
+other reclaimable queues are offered to the reclaimable plugins, and victims are evicted in
+victim order while the task does not fit future idle plus what was evicted.  The task is pipelined
+on the first node where it fits; the statement is committed only if the job is then pipelined.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lahar_scheduler.actions.base import Action
+from lahar_scheduler.actions.evictutil import (
+    NEVER,
+    VictimBound,
+    fits_vector,
+    pending_tasks,
+    preempt_nodes,
+    reclaimable_anywhere,
+    shape_key,
+    victims_cover,
+)
+from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.framework.victims import victims_queue
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import NodeInfo
+    from lahar_scheduler.framework.session import Session
+    from lahar_scheduler.framework.statement import Statement
+
+S = TaskStatus
+
+
+class ReclaimAction(Action):
+    name = "reclaim"
+
+    def execute(self, ssn: Session) -> None:
+        self.bound = VictimBound(ssn, reclaimable_anywhere(ssn))
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
+        seen: set[str] = set()
+        jobs: dict[str, PriorityQueue[JobInfo]] = {}
+        tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or ssn.job_valid(job) is not None:
+                continue
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            if queue.uid not in seen:
+                seen.add(queue.uid)
+                queues.push(queue)
+            if ssn.job_starving(job):
+                jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
+                tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue):
+                continue
+            waiting = jobs.get(queue.uid)
+            while waiting is not None and not waiting.empty():
+                job = waiting.pop()
+                self.reclaim_for_job(ssn, queue, job, tasks[job.uid])
+                if not waiting.empty():
+                    # Volcano pushes the queue back while jobs remain; it is popped again later
+                    # (and re-checked for overuse) once these jobs are done.
+                    queues.push(queue)
+
+    def reclaim_for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, pending: PriorityQueue[TaskInfo]) -> None:
+        stmt = ssn.statement()
+        failed: set[tuple[object, ...]] = set()
+        while ssn.job_starving(job) and not pending.empty():
+            task = pending.pop()
+            if task.preemption_policy == NEVER:
+                continue
+            if not ssn.preemptive(queue, [task]) or ssn.pre_predicate(task) is not None:
+                continue
+            key = shape_key(task, "reclaim")
+            if key in failed:
+                continue
+            if self.reclaim_for_task(ssn, stmt, task, job):
+                failed.clear()
+            else:
+                failed.add(key)
+        if ssn.job_pipelined(job):
+            if stmt.has_evictions():
+                ssn.decision(job).verdicts["reclaim"] = "evicted tasks of other queues"
+            stmt.commit()
+        else:
+            stmt.discard()
+
+    def reclaim_for_task(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
+        possible = self.bound.candidates(task, "")
+        if not possible.any():
+            return False
+        for i in preempt_nodes(ssn, task).tolist():
+            if not possible[i]:
+                continue  # fails ValidateVictims whatever the plugins offer
+            node = ssn.node_list[i]
+            reclaimees = [t for t in node.tasks.values() if _reclaimee(ssn, t, job.queue)]
+            if not reclaimees:
+                continue
+            victims = ssn.reclaimable(task, reclaimees)
+            if not victims_cover(task, node, victims):
+                continue
+            if self._evict_until_fits(ssn, stmt, task, node, victims):
+                return True
+        return False
+
+    def _evict_until_fits(
+        self, ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]
+    ) -> bool:
+        """Evict (checking before each) until the task fits future idle plus what was evicted;
+        then pipeline it and keep this node's evictions, else undo them."""
+        node_stmt = ssn.statement()
+        order = victims_queue(ssn, victims, task)
+        have = ssn.nodes.future[node.index].copy()
+        evicted = False
+        while not order.empty() and not fits_vector(task, have):
+            victim = order.pop()
+            node_stmt.evict(victim, "reclaim")
+            have += victim.res_vec
+            evicted = True
+        if not fits_vector(task, have):
+            node_stmt.discard()
+            return False
+        node_stmt.pipeline(task, node.name, evicted)
+        stmt.merge(node_stmt)
+        return True
+
+
+def _reclaimee(ssn: Session, t: TaskInfo, queue: str) -> bool:
+    """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
+    if t.status != S.RUNNING or not t.preemptable:
+        return False
+    job = ssn.jobs.get(t.job)
+    return job is not None and job.queue != queue and ssn.queues[job.queue].reclaimable

@@ -1,0 +1,58 @@
+"""Per-task scratch state shared between a plugin's pre_predicate and its simulate hooks.
+
+Kube-scheduler's CycleState, as Volcano uses it for topology-aware preemption: plugins write
+their view (queue accounting, affinity counts) in ``pre_predicate``; the dry run clones the state
+once per candidate node and the simulate hooks change the clone as victims are removed and
+reprieved, so no node's trial leaks into another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class StateData(Protocol):
+    def clone(self) -> StateData: ...
+
+
+class CycleState:
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, StateData] | None = None) -> None:
+        self._data: dict[str, StateData] = data if data is not None else {}
+
+    def write(self, key: str, value: StateData) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> StateData | None:
+        return self._data.get(key)
+
+    def clone(self) -> CycleState:
+        return CycleState({k: v.clone() for k, v in self._data.items()})
+
+
+class LazyCopy(Generic[T]):
+    """A copy of live plugin data, taken on first use instead of when written.
+
+    Pre_predicate runs for every task allocate considers, but only preemption reads the state,
+    right after its own pre_predicate call with nothing changed in between; copying on first use
+    therefore sees the same data as copying at write time, without paying for every task.
+    """
+
+    __slots__ = ("_dup", "_source", "_value")
+
+    def __init__(self, source: Callable[[], T], dup: Callable[[T], T], value: T | None = None) -> None:
+        self._source = source
+        self._dup = dup
+        self._value = value
+
+    def get(self) -> T:
+        if self._value is None:
+            self._value = self._dup(self._source())
+        return self._value
+
+    def clone(self) -> LazyCopy[T]:
+        return LazyCopy(self._source, self._dup, self._dup(self.get()))
