@@ -7,6 +7,7 @@ from typing import Any
 from lahar_scheduler.framework.conf import ArgsParser, args_parser
 from lahar_scheduler.framework.session import Plugin
 from lahar_scheduler.plugins.binpack import BinpackPlugin
+from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
@@ -32,6 +33,7 @@ for _plugin in (
     OvercommitPlugin,
     SlaPlugin,
     ResourceStrategyFitPlugin,
+    CapacityPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 

@@ -21,6 +21,7 @@ from lahar_scheduler.framework.types import Code
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, pod_matches_node, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
+from lahar_scheduler.plugins.predicates_sim import register_simulation
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
@@ -182,6 +183,7 @@ class PredicatesPlugin(Plugin):
 
         ssn.add("predicate", _Callback(self))
         ssn.add_event_handler(EventHandler(on_allocate, None))
+        register_simulation(ssn, self)
 
     def is_local(self, task: TaskInfo) -> bool:
         """Verdicts on node n depend only on node n unless affinity or spreading is involved."""

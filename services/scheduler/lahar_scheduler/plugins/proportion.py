@@ -18,6 +18,7 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.proportion_sim import register_simulation
 from lahar_scheduler.plugins.queueshare import (
     dominant_share,
     elastic_resources,
@@ -199,3 +200,4 @@ class ProportionPlugin(Plugin):
         ssn.add("job_enqueueable", enqueueable)
         ssn.add("job_enqueued", enqueued)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
+        register_simulation(ssn, attrs)

@@ -1,0 +1,226 @@
+"""capacity: queues with an explicit ``spec.deserved`` share, optionally as a tree.
+
+A queue may allocate and admit jobs up to its real capability (for itself and, in a tree, every
+ancestor); it may reclaim while below deserved on some dimension it asks for; its tasks can be
+reclaimed while it is above deserved on a dimension they use, but never below its guarantee.
+Queue order: ``spec.priority``, then the lower share (allocated / deserved), queues with a
+deserved first on ties.  The accounting lives in ``capacity_queues``, the reclaim rules in
+``capacity_victims``.
+
+DRA quotas (``deviceclass/...`` names) and the queue-allocation-gate reservation cache (behind a
+feature gate that is off by default) are not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from lahar.api.resource import Resource
+from lahar_scheduler.framework.cyclestate import CycleState, LazyCopy
+from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.capacity_queues import (
+    Attrs,
+    CapacityAttr,
+    HierarchyError,
+    build_flat,
+    build_tree,
+    common_level,
+    copy_attrs,
+)
+from lahar_scheduler.plugins.capacity_victims import CapacityVictims
+from lahar_scheduler.plugins.queueshare import deduct_gated, min_resources
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+
+STATE_KEY = "capacity"
+
+
+class CapacityArgs(msgspec.Struct, forbid_unknown_fields=True):
+    ancestor_reclaim_level: int = msgspec.field(default=0, name="ancestorReclaimLevel")
+    # Accepted for compatibility; DRA quotas are not modelled.
+    dra: bool = msgspec.field(default=False, name="capacity.DynamicResourceAllocationEnable")
+    dra_capacity: bool = msgspec.field(default=False, name="capacity.DRAConsumableCapacityEnable")
+
+
+def compare_share(left: CapacityAttr, right: CapacityAttr) -> int:
+    """Lower share first; on equal shares a queue with a deserved goes before a best-effort one."""
+    if left.share != right.share:
+        return -1 if left.share < right.share else 1
+    lhas, rhas = not left.deserved.is_empty(), not right.deserved.is_empty()
+    if lhas == rhas:
+        return 0
+    return -1 if lhas else 1
+
+
+def fits_chain(attrs: Attrs, queue: str, task: TaskInfo) -> bool:
+    """allocated + request ≤ realCapability, on the request's dimensions, for the queue and
+    every ancestor (leaf first)."""
+    attr = attrs.get(queue)
+    if attr is None:
+        return False
+    for name in reversed([*attr.ancestors, queue]):
+        a = attrs[name]
+        ok, _ = a.allocated.clone().add(task.resreq).less_equal_in(a.real_capability, task.resreq)
+        if not ok:
+            return False
+    return True
+
+
+class CapacityPlugin(Plugin):
+    name = "capacity"
+    Args = CapacityArgs
+
+    def on_session_open(self, ssn: Session) -> None:
+        args: CapacityArgs = self.args or CapacityArgs()
+        opt = ssn.conf.plugin(self.name)
+        self.ssn = ssn
+        self.hierarchy = opt is not None and opt.flags.get("enableHierarchy", False)
+        self.level = max(0, args.ancestor_reclaim_level)
+        jobs = list(ssn.jobs.values())
+        self.ready, self.reason = True, ""
+        try:
+            attrs = (build_tree if self.hierarchy else build_flat)(ssn.queues, jobs, ssn.total_resource)
+        except HierarchyError as exc:
+            # Volcano's readyToSchedule = false: the plugin refuses everything this session.
+            self.ready, self.reason = False, str(exc)
+            attrs = {}
+        self.attrs = attrs
+        victims = CapacityVictims(ssn, attrs, self.ready, self.hierarchy, self.level)
+        ssn.add("queue_order", self.queue_order)
+        if self.hierarchy:
+            ssn.add("victim_queue_order", self.victim_queue_order)
+        ssn.add("reclaimable", victims.reclaimable)
+        ssn.add("preemptive", victims.preemptive)
+        ssn.add("allocatable", self.allocatable)
+        ssn.add("job_enqueueable", self.enqueueable)
+        ssn.add("job_enqueued", self.enqueued)
+        ssn.add("pre_predicate", self.pre_predicate)
+        ssn.add("simulate_add_task", lambda state, _, task, node: self._simulate_move(state, task, +1))
+        ssn.add("simulate_remove_task", lambda state, _, task, node: self._simulate_move(state, task, -1))
+        ssn.add("simulate_allocatable", self.simulate_allocatable)
+        ssn.add_event_handler(EventHandler(lambda t: self._account(t, +1), lambda t: self._account(t, -1)))
+
+    # -- ordering -----------------------------------------------------------------------------
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        if left.priority != right.priority:
+            return right.priority - left.priority
+        la, ra = self.attrs.get(left.uid), self.attrs.get(right.uid)
+        if la is None or ra is None:
+            return 0
+        if not self.hierarchy:
+            return compare_share(la, ra)
+        if la.is_leaf() != ra.is_leaf():
+            return -1 if la.is_leaf() else 1
+        if not la.is_leaf():
+            return compare_share(la, ra)
+        # Two leaves: compare the subtrees where their paths part.
+        level = common_level(la, ra)
+        lp = la.ancestors[level + 1] if level + 1 < len(la.ancestors) else la.name
+        rp = ra.ancestors[level + 1] if level + 1 < len(ra.ancestors) else ra.name
+        return compare_share(self.attrs[lp], self.attrs[rp])
+
+    def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> int:
+        """Victims from queues closer to the preemptor's in the tree go first."""
+        la, ra, pa = self.attrs.get(left.uid), self.attrs.get(right.uid), self.attrs.get(preemptor.uid)
+        if la is None or ra is None or pa is None:
+            return 0
+        ll, rl = common_level(la, pa), common_level(ra, pa)
+        if ll == rl:
+            return 0
+        return -1 if ll > rl else 1
+
+    # -- allocation and admission ---------------------------------------------------------------
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        if not queue.is_open() or not self.ready:
+            return False
+        if self.hierarchy and not self.attrs[queue.uid].is_leaf():
+            return False
+        return fits_chain(self.attrs, queue.uid, task)
+
+    def enqueueable(self, job: JobInfo) -> Vote:
+        if not self.ready:
+            job.job_fit_error = f"capacity: queue hierarchy unusable: {self.reason}"
+            return Vote.REJECT
+        attr = self.attrs[job.queue]
+        if self.hierarchy and not attr.is_leaf():
+            job.job_fit_error = f"queue {job.queue} is not a leaf queue"
+            return Vote.REJECT
+        queue = self.ssn.queues[job.queue]
+        if not queue.is_open():
+            job.job_fit_error = f"queue {queue.name} is {queue.state}"
+            return Vote.REJECT
+        if job.min_resources is None:
+            return Vote.PERMIT
+        minimum = min_resources(job)
+        for name in reversed([*attr.ancestors, job.queue]):
+            a = self.attrs[name]
+            want = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
+            ok, short = want.less_equal_in(a.real_capability, minimum)
+            if not ok:
+                job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
+                return Vote.REJECT
+        return Vote.PERMIT
+
+    def enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is None or job.min_resources is None:
+            return
+        reserved = deduct_gated(job, min_resources(job))
+        attr.inqueue.add(reserved)
+        if self.hierarchy:
+            for name in attr.ancestors:
+                self.attrs[name].inqueue.add(reserved)
+
+    def _account(self, task: TaskInfo, sign: int) -> None:
+        self._move(self.attrs, task, sign)
+
+    def _move(self, attrs: Attrs, task: TaskInfo, sign: int) -> str | None:
+        """A task's request into (or out of) its queue and, in a tree, every ancestor."""
+        job = self.ssn.jobs.get(task.job)
+        attr = attrs.get(job.queue) if job is not None else None
+        if attr is None:
+            return f"capacity: no queue attributes for task {task.key}"
+        chain = [attr, *(attrs[name] for name in attr.ancestors)] if self.hierarchy else [attr]
+        for a in chain:
+            _shift(a.allocated, task.resreq, sign)
+        # Only the leaf's share is refreshed, as in Volcano (ancestors' shares stay as opened).
+        attr.update_share()
+        return None
+
+    # -- simulation (topology-aware preemption) -------------------------------------------------
+    def pre_predicate(self, task: TaskInfo) -> None:
+        self.ssn.cycle_state(task).write(STATE_KEY, LazyCopy(lambda: self.attrs, copy_attrs))
+        return None
+
+    def _state(self, state: CycleState) -> Attrs | None:
+        got = state.read(STATE_KEY)
+        return got.get() if isinstance(got, LazyCopy) else None
+
+    def _simulate_move(self, state: CycleState, task: TaskInfo, sign: int) -> str | None:
+        attrs = self._state(state)
+        if attrs is None:
+            return "capacity: no cycle state"
+        return self._move(attrs, task, sign)
+
+    def simulate_allocatable(self, state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
+        attrs = self._state(state)
+        if attrs is None or not self.ready:
+            return False
+        if self.hierarchy and not self.attrs[queue.uid].is_leaf():
+            return False
+        return fits_chain(attrs, queue.uid, task)
+
+
+def _shift(target: Resource, amount: Resource, sign: int) -> None:
+    if sign > 0:
+        target.add(amount)
+    else:
+        target.sub(amount)
+
+
+__all__ = ["CapacityPlugin", "compare_share", "fits_chain"]
