@@ -75,9 +75,7 @@ def eligible(ssn: Session, task: TaskInfo) -> bool:
         return True  # preemption on that node cannot help, so look elsewhere again
     mine = pod_priority(task.pod)
     # A lower-priority pod still terminating for an earlier preemption: wait for it.
-    return not any(
-        pod_priority(t.pod) < mine and terminating_by_preemption(t.pod) for t in node.tasks.values()
-    )
+    return not any(pod_priority(t.pod) < mine and terminating_by_preemption(t.pod) for t in node.tasks.values())
 
 
 def other_jobs_filter(ssn: Session, preemptor: TaskInfo, queue: str) -> TaskFilter:
