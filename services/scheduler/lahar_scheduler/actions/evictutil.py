@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lahar.api.resource import Resource
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES, TaskStatus
 
@@ -98,6 +99,30 @@ class VictimBound:
         """Nodes where future idle plus every countable task could cover the request."""
         extra = self._cache(key).get(b"bound", task)
         return fits_rows(task, self.ssn.nodes.future + extra)
+
+    def covering(self, task: TaskInfo, key: str, need: FloatArray) -> BoolArray:
+        """Nodes whose countable tasks hold at least ``need`` (see ``need_vector``)."""
+        extra = self._cache(key).get(b"bound", task)
+        return covers(extra, need)
+
+
+def need_vector(ssn: Session, need: Resource) -> FloatArray:
+    """A queue's eviction need over the node dimensions; a dimension no node knows makes it
+    unreachable.  One unit of slack keeps the check a strict necessary condition whatever the
+    rounding: the real allocatable check still runs on every node that passes it."""
+    space = ssn.nodes.space
+    out = np.zeros(len(space))
+    for name in need.names():
+        col = space.index.get(name)
+        if col is None:
+            return np.full(len(space), np.inf)
+        out[col] = need.get(name)
+    return np.where(out > 0, out - 1.0, 0.0)
+
+
+def covers(held: FloatArray, need: FloatArray) -> BoolArray:
+    """Rows of ``held`` (one per node, or a single vector) at least ``need`` on every dimension."""
+    return np.asarray(np.all(held >= need, axis=-1))
 
 
 def preemptable_in_queue(ssn: Session) -> Callable[[TaskInfo, str], bool]:

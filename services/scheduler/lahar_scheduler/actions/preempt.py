@@ -24,7 +24,9 @@ from lahar_scheduler.actions.evictutil import (
     NEVER,
     TaskFilter,
     VictimBound,
+    covers,
     fits_vector,
+    need_vector,
     pending_tasks,
     preempt_nodes,
     preemptable_in_queue,
@@ -34,12 +36,12 @@ from lahar_scheduler.actions.evictutil import (
 from lahar_scheduler.actions.preempt_topology import topology_preempt
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
-from lahar_scheduler.framework.victims import victims_queue
+from lahar_scheduler.framework.victims import eviction_need, victims_queue
 
 if TYPE_CHECKING:
     from lahar.api.objects import Pod
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-    from lahar_scheduler.framework.nodes import BoolArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray, NodeInfo
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
@@ -170,10 +172,25 @@ class PreemptAction(Action):
         nodes = preempt_nodes(ssn, preemptor)
         if self.args.topology_aware:
             return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args)
-        return self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible)
+        # The queue must free this much before the preemptor may join it: nodes whose evictable
+        # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
+        need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
+        room = None if need is None else need_vector(ssn, need)
+        if room is not None:
+            possible = possible & self.bound.covering(preemptor, job.queue, room)
+            if not possible.any():
+                return False
+        return self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room)
 
     def normal_preempt(
-        self, ssn: Session, stmt: Statement, preemptor: TaskInfo, keep: TaskFilter, nodes: IntArray, possible: BoolArray
+        self,
+        ssn: Session,
+        stmt: Statement,
+        preemptor: TaskInfo,
+        keep: TaskFilter,
+        nodes: IntArray,
+        possible: BoolArray,
+        room: FloatArray | None,
     ) -> bool:
         """Best-scored node first: evict victims in victim order until the preemptor fits, then
         pipeline it there; a node where it never fits keeps all its victims.  Scores are taken
@@ -185,6 +202,8 @@ class PreemptAction(Action):
             victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
             if not victims_cover(preemptor, node, victims):
                 continue
+            if room is not None and not covers(sum((v.res_vec for v in victims), np.zeros(len(room))), room):
+                continue  # these victims cannot free what the queue needs
             node_stmt = ssn.statement()
             order = victims_queue(ssn, victims, preemptor)
             evicted = Resource()

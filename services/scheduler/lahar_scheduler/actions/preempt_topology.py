@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
 from lahar_scheduler.framework.snapshot import parse_time
-from lahar_scheduler.framework.victims import in_victim_order
+from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.args import PreemptArgs
@@ -64,7 +64,7 @@ def topology_preempt(
         if not possible[i]:
             continue  # fails ValidateVictims whatever the plugins offer
         node = ssn.node_list[i]
-        victims = select_victims(ssn, state.clone(), preemptor, queue, node, keep)
+        victims = select_victims(ssn, state, preemptor, queue, node, keep)
         if victims:
             found.append(Candidate(node, victims))
             if len(found) >= wanted:
@@ -81,16 +81,19 @@ def topology_preempt(
 
 
 def select_victims(
-    ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, node: NodeInfo, keep: TaskFilter
+    ssn: Session, base: CycleState, preemptor: TaskInfo, queue: QueueInfo, node: NodeInfo, keep: TaskFilter
 ) -> list[TaskInfo] | None:
-    """The fewest victims on ``node`` that let the preemptor fit; None when there is no such set
-    (or no victim is needed at all)."""
+    """The fewest victims on ``node`` that let the preemptor fit, tried on a clone of the
+    preemptor's CycleState; None when there is no such set (or no victim is needed at all)."""
     victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
     if not victims_cover(preemptor, node, victims):
         return None
+    state = base.clone()
     have = ssn.nodes.future[node.index].copy()
     removed: list[TaskInfo] = []
-    for victim in in_victim_order(ssn, victims, preemptor):
+    order = victims_queue(ssn, victims, preemptor)
+    while not order.empty():
+        victim = order.pop()
         removed.append(victim)
         if ssn.simulate_remove_task(state, preemptor, victim, node) is not None:
             return None

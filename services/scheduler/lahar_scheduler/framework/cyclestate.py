@@ -9,7 +9,10 @@ reprieved, so no node's trial leaks into another's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from lahar.api.resource import Resource
 
 T = TypeVar("T")
 
@@ -55,4 +58,18 @@ class LazyCopy(Generic[T]):
         return self._value
 
     def clone(self) -> LazyCopy[T]:
-        return LazyCopy(self._source, self._dup, self._dup(self.get()))
+        """An independent copy, itself taken on first use: a dry run clones the state for every
+        node but most nodes never reach a hook that reads it.  (The original must not change
+        before the clone is first read; dry runs only ever change clones.)"""
+        value = self._value
+        if value is None:
+            return LazyCopy(self._source, self._dup)
+        return LazyCopy(lambda: value, self._dup)
+
+
+Allocations = dict[str, "Resource"]
+
+
+def copy_allocations(allocations: Allocations) -> Allocations:
+    """Per-queue allocations, each cloned: what queue plugins change in a dry run."""
+    return {name: r.clone() for name, r in allocations.items()}

@@ -398,6 +398,9 @@ class Session:
     def predicate_callbacks(self) -> list[Any]:
         return list(self._flat("predicate"))
 
+    def allocatable_callbacks(self) -> list[Any]:
+        return list(self._flat("allocatable"))
+
     def predicates_local(self, task: TaskInfo) -> bool:
         """True when every predicate's verdict on a node depends only on that node and the task,
         so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""

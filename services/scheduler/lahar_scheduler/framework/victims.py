@@ -1,4 +1,5 @@
-"""The order in which victims are evicted (Volcano's BuildVictimsPriorityQueue).
+"""Victims: the order in which they are evicted (Volcano's BuildVictimsPriorityQueue), and how
+much a queue must free by evictions before a task becomes allocatable.
 
 The least important victim comes first: within a job, reverse task order; across queues, the
 plugins' victim queue order (reverse queue order by default); otherwise reverse job order, ties
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from lahar.api.resource import IGNORED_SCALARS, Resource, resource_max
 from lahar_scheduler.framework.pq import PriorityQueue
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
     from lahar_scheduler.framework.session import Session
 
 
@@ -49,3 +51,51 @@ def in_victim_order(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskIn
     while not queue.empty():
         out.append(queue.pop())
     return out
+
+
+# -- what evictions could do for a queue --------------------------------------------------------
+class AllocatableWithBound:
+    """An allocatable callback that also says how much its queue must free before a task fits.
+
+    ``shortfall(queue, task)`` is, per dimension the task requests, how much of the queue's own
+    allocation has to be released (evicted) before the callback could accept the task; zero
+    where nothing is needed, infinite when no eviction can help (a closed queue).  Freeing less
+    than that on some dimension keeps the answer False.  Normal preemption uses it to skip,
+    without evicting and rolling back, every node whose victims hold less than the shortfall.
+    """
+
+    __slots__ = ("check", "shortfall")
+
+    def __init__(
+        self, check: Callable[[QueueInfo, TaskInfo], bool], shortfall: Callable[[QueueInfo, TaskInfo], Resource]
+    ) -> None:
+        self.check = check
+        self.shortfall = shortfall
+
+    def __call__(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self.check(queue, task)
+
+
+def excess(used: Resource, limit: Resource, request: Resource) -> Resource:
+    """Per dimension ``request`` asks for (pods aside, as LessEqualWithDimension), how far
+    ``used`` is above ``limit``."""
+    out = Resource()
+    names = [n for n in ("cpu", "memory") if request.get(n) > 0]
+    names += [n for n, v in request.scalars.items() if v > 0 and n not in IGNORED_SCALARS]
+    for name in names:
+        over = used.get(name) - limit.get(name)
+        if over > 0:
+            out.set(name, over)
+    return out
+
+
+def eviction_need(ssn: Session, queue: QueueInfo, task: TaskInfo) -> Resource | None:
+    """What evictions from ``queue`` must free before it may take ``task`` (the largest shortfall
+    of its allocatable callbacks per dimension); None when some callback cannot tell."""
+    need = Resource()
+    for fn in ssn.allocatable_callbacks():
+        shortfall = getattr(fn, "shortfall", None)
+        if shortfall is None:
+            return None
+        need = resource_max(need, shortfall(queue, task))
+    return need

@@ -13,14 +13,16 @@ feature gate that is off by default) are not modelled.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from lahar.api.resource import Resource
-from lahar_scheduler.framework.cyclestate import CycleState, LazyCopy
+from lahar.api.resource import Resource, resource_max
+from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.framework.victims import AllocatableWithBound, excess
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.capacity_queues import (
     Attrs,
@@ -29,7 +31,6 @@ from lahar_scheduler.plugins.capacity_queues import (
     build_flat,
     build_tree,
     common_level,
-    copy_attrs,
 )
 from lahar_scheduler.plugins.capacity_victims import CapacityVictims
 from lahar_scheduler.plugins.queueshare import deduct_gated, min_resources
@@ -57,15 +58,16 @@ def compare_share(left: CapacityAttr, right: CapacityAttr) -> int:
     return -1 if lhas else 1
 
 
-def fits_chain(attrs: Attrs, queue: str, task: TaskInfo) -> bool:
+def fits_chain(attrs: Attrs, queue: str, task: TaskInfo, allocations: Allocations | None = None) -> bool:
     """allocated + request ≤ realCapability, on the request's dimensions, for the queue and
-    every ancestor (leaf first)."""
+    every ancestor (leaf first); ``allocations`` overrides the queues' allocated (dry runs)."""
     attr = attrs.get(queue)
     if attr is None:
         return False
     for name in reversed([*attr.ancestors, queue]):
         a = attrs[name]
-        ok, _ = a.allocated.clone().add(task.resreq).less_equal_in(a.real_capability, task.resreq)
+        used = allocations[name] if allocations is not None else a.allocated
+        ok, _ = used.clone().add(task.resreq).less_equal_in(a.real_capability, task.resreq)
         if not ok:
             return False
     return True
@@ -96,7 +98,7 @@ class CapacityPlugin(Plugin):
             ssn.add("victim_queue_order", self.victim_queue_order)
         ssn.add("reclaimable", victims.reclaimable)
         ssn.add("preemptive", victims.preemptive)
-        ssn.add("allocatable", self.allocatable)
+        ssn.add("allocatable", AllocatableWithBound(self.allocatable, self.shortfall))
         ssn.add("job_enqueueable", self.enqueueable)
         ssn.add("job_enqueued", self.enqueued)
         ssn.add("pre_predicate", self.pre_predicate)
@@ -142,6 +144,19 @@ class CapacityPlugin(Plugin):
             return False
         return fits_chain(self.attrs, queue.uid, task)
 
+    def shortfall(self, queue: QueueInfo, task: TaskInfo) -> Resource:
+        """How much the queue must free first: the largest excess of allocated + request over
+        realCapability along the queue and its ancestors (evictions from a leaf shrink them
+        all); unbounded when the queue may not allocate at all."""
+        attr = self.attrs.get(queue.uid)
+        if not queue.is_open() or not self.ready or attr is None or (self.hierarchy and not attr.is_leaf()):
+            return Resource(math.inf, math.inf)
+        need = Resource()
+        for name in [*attr.ancestors, queue.uid]:
+            a = self.attrs[name]
+            need = resource_max(need, excess(a.allocated.clone().add(task.resreq), a.real_capability, task.resreq))
+        return need
+
     def enqueueable(self, job: JobInfo) -> Vote:
         if not self.ready:
             job.job_fit_error = f"capacity: queue hierarchy unusable: {self.reason}"
@@ -176,44 +191,51 @@ class CapacityPlugin(Plugin):
             for name in attr.ancestors:
                 self.attrs[name].inqueue.add(reserved)
 
-    def _account(self, task: TaskInfo, sign: int) -> None:
-        self._move(self.attrs, task, sign)
-
-    def _move(self, attrs: Attrs, task: TaskInfo, sign: int) -> str | None:
-        """A task's request into (or out of) its queue and, in a tree, every ancestor."""
+    def _chain(self, task: TaskInfo) -> list[str] | None:
+        """The queues a task's request counts in: its own and, in a tree, every ancestor."""
         job = self.ssn.jobs.get(task.job)
-        attr = attrs.get(job.queue) if job is not None else None
+        attr = self.attrs.get(job.queue) if job is not None else None
         if attr is None:
-            return f"capacity: no queue attributes for task {task.key}"
-        chain = [attr, *(attrs[name] for name in attr.ancestors)] if self.hierarchy else [attr]
-        for a in chain:
-            _shift(a.allocated, task.resreq, sign)
+            return None
+        return [attr.name, *attr.ancestors] if self.hierarchy else [attr.name]
+
+    def _account(self, task: TaskInfo, sign: int) -> None:
+        chain = self._chain(task)
+        if chain is None:
+            return
+        for name in chain:
+            _shift(self.attrs[name].allocated, task.resreq, sign)
         # Only the leaf's share is refreshed, as in Volcano (ancestors' shares stay as opened).
-        attr.update_share()
-        return None
+        self.attrs[chain[0]].update_share()
 
     # -- simulation (topology-aware preemption) -------------------------------------------------
+    def _allocations(self) -> Allocations:
+        return {name: a.allocated for name, a in self.attrs.items()}
+
     def pre_predicate(self, task: TaskInfo) -> None:
-        self.ssn.cycle_state(task).write(STATE_KEY, LazyCopy(lambda: self.attrs, copy_attrs))
+        # Only the allocations change in a dry run; the rest of the accounting is read live.
+        self.ssn.cycle_state(task).write(STATE_KEY, LazyCopy(self._allocations, copy_allocations))
         return None
 
-    def _state(self, state: CycleState) -> Attrs | None:
+    def _state(self, state: CycleState) -> Allocations | None:
         got = state.read(STATE_KEY)
         return got.get() if isinstance(got, LazyCopy) else None
 
     def _simulate_move(self, state: CycleState, task: TaskInfo, sign: int) -> str | None:
-        attrs = self._state(state)
-        if attrs is None:
-            return "capacity: no cycle state"
-        return self._move(attrs, task, sign)
+        allocations, chain = self._state(state), self._chain(task)
+        if allocations is None or chain is None:
+            return f"capacity: no queue state for task {task.key}"
+        for name in chain:
+            _shift(allocations[name], task.resreq, sign)
+        return None
 
     def simulate_allocatable(self, state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
-        attrs = self._state(state)
-        if attrs is None or not self.ready:
+        allocations = self._state(state)
+        if allocations is None or not self.ready:
             return False
         if self.hierarchy and not self.attrs[queue.uid].is_leaf():
             return False
-        return fits_chain(attrs, queue.uid, task)
+        return fits_chain(self.attrs, queue.uid, task, allocations)
 
 
 def _shift(target: Resource, amount: Resource, sign: int) -> None:

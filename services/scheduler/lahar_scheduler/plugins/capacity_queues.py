@@ -47,31 +47,11 @@ class CapacityAttr:
         # share below 1 (so it always sorts as share 1).
         self.share = 1.0 if self.deserved.is_empty() else dominant_share(self.allocated, self.deserved)
 
-    def clone(self) -> CapacityAttr:
-        return CapacityAttr(
-            self.name,
-            self.deserved.clone(),
-            self.guarantee.clone(),
-            self.capability.clone(),
-            self.real_capability.clone(),
-            self.allocated.clone(),
-            self.request.clone(),
-            self.inqueue.clone(),
-            self.elastic.clone(),
-            list(self.ancestors),
-            list(self.children),
-            self.share,
-        )
-
     def is_leaf(self) -> bool:
         return not self.children
 
 
 Attrs = dict[str, CapacityAttr]
-
-
-def copy_attrs(attrs: Attrs) -> Attrs:
-    return {name: a.clone() for name, a in attrs.items()}
 
 
 def _spec_resource(rl: ResourceList | None) -> Resource:

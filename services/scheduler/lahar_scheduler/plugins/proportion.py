@@ -18,7 +18,7 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.base import Plugin
-from lahar_scheduler.plugins.proportion_sim import register_simulation
+from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
 from lahar_scheduler.plugins.queueshare import (
     dominant_share,
     elastic_resources,
@@ -195,7 +195,7 @@ class ProportionPlugin(Plugin):
         ssn.add("queue_order", queue_order)
         ssn.add("reclaimable", reclaimable)
         ssn.add("overused", overused)
-        ssn.add("allocatable", lambda q, t: queue_allocatable(q, [t]))
+        ssn.add("allocatable", allocatable_callback(attrs, queue_allocatable))
         ssn.add("preemptive", queue_allocatable)
         ssn.add("job_enqueueable", enqueueable)
         ssn.add("job_enqueued", enqueued)

@@ -1,17 +1,25 @@
-"""proportion's simulate hooks for topology-aware preemption.
+"""proportion's what-if hooks for preemption.
 
-Pre_predicate stores a copy of the queue accounting in the preemptor's CycleState; the dry run
-moves victims' requests out of (and reprieved ones back into) their queue's ``allocated`` and asks
-whether the preemptor's queue may then take it: allocated + request ≤ deserved on the request's
-dimensions.  A missing state (pre_predicate disabled) makes every simulated check fail.
+Topology-aware preemption: pre_predicate stores a copy of the queues' allocations in the
+preemptor's CycleState; the dry run moves victims' requests out of (and reprieved ones back
+into) their queue's ``allocated`` and asks whether the preemptor's queue may then take it:
+allocated + request ≤ deserved on the request's dimensions.  A missing state (pre_predicate
+disabled) makes every simulated check fail.
+
+Normal preemption: the allocatable callback also says how much the queue must free before the
+task fits (see ``AllocatableWithBound``): only the queue's own allocation shrinks with its
+evicted tasks.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lahar_scheduler.framework.cyclestate import CycleState, LazyCopy
+from lahar.api.resource import Resource
+from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
+from lahar_scheduler.framework.victims import AllocatableWithBound, excess
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
@@ -23,50 +31,50 @@ STATE_KEY = "proportion"
 Attrs = dict[str, "QueueAttr"]
 
 
-def copy_attrs(attrs: Attrs) -> Attrs:
-    return {
-        name: dataclasses.replace(
-            a,
-            guarantee=a.guarantee.clone(),
-            real_capability=a.real_capability.clone(),
-            capability=a.capability.clone() if a.capability is not None else None,
-            deserved=a.deserved.clone(),
-            allocated=a.allocated.clone(),
-            request=a.request.clone(),
-            inqueue=a.inqueue.clone(),
-            elastic=a.elastic.clone(),
-        )
-        for name, a in attrs.items()
-    }
+def allocatable_callback(attrs: Attrs, check: Callable[[QueueInfo, list[TaskInfo]], bool]) -> AllocatableWithBound:
+    """proportion's allocatable, with how much the queue must free first: allocated + request
+    above deserved on the requested dimensions (nothing frees a closed queue)."""
+
+    def shortfall(queue: QueueInfo, task: TaskInfo) -> Resource:
+        attr = attrs.get(queue.uid)
+        if attr is None:
+            return Resource()
+        if not queue.is_open():
+            return Resource(math.inf, math.inf)
+        return excess(attr.allocated.clone().add(task.resreq), attr.deserved, task.resreq)
+
+    return AllocatableWithBound(lambda queue, task: check(queue, [task]), shortfall)
 
 
 def register_simulation(ssn: Session, attrs: Attrs) -> None:
-    def state_attrs(state: CycleState) -> Attrs | None:
+    # Only ``allocated`` changes in a dry run; deserved is fixed for the session.
+    def allocations() -> Allocations:
+        return {name: a.allocated for name, a in attrs.items()}
+
+    def own(state: CycleState) -> Allocations | None:
         got = state.read(STATE_KEY)
         return got.get() if isinstance(got, LazyCopy) else None
 
     def pre_predicate(task: TaskInfo) -> None:
-        ssn.cycle_state(task).write(STATE_KEY, LazyCopy(lambda: attrs, copy_attrs))
+        ssn.cycle_state(task).write(STATE_KEY, LazyCopy(allocations, copy_allocations))
         return None
 
     def allocatable(state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
-        attr = (state_attrs(state) or {}).get(queue.uid)
-        if attr is None:
+        allocated = (own(state) or {}).get(queue.uid)
+        if allocated is None:
             return False
-        ok, _ = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
+        ok, _ = allocated.clone().add(task.resreq).less_equal_in(attrs[queue.uid].deserved, task.resreq)
         return ok
 
     def move(state: CycleState, task: TaskInfo, sign: int) -> str | None:
         job = ssn.jobs.get(task.job)
-        own = state_attrs(state)
-        if job is None or own is None or job.queue not in own:
+        mine = own(state)
+        if job is None or mine is None or job.queue not in mine:
             return f"proportion: no queue state for task {task.key}"
-        attr = own[job.queue]
         if sign > 0:
-            attr.allocated.add(task.resreq)
+            mine[job.queue].add(task.resreq)
         else:
-            attr.allocated.sub(task.resreq)
-        attr.update_share()
+            mine[job.queue].sub(task.resreq)
         return None
 
     def add_task(state: CycleState, _: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
