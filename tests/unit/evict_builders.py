@@ -8,9 +8,12 @@ options the way Volcano's unit tests do: only the flags named are on, every othe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import pytest
 import yaml
 
 from lahar.api.codec import decode_object
@@ -199,3 +202,67 @@ def run(objects: Iterable[KubeObject], scheduler_conf: SchedulerConf, seed: int 
 
 def evicted(outcome: Outcome) -> list[str]:
     return sorted(outcome.evictions)
+
+
+def random_cluster(draw: Any, queues: int = 2) -> list[KubeObject]:
+    """A small contended cluster from hypothesis draws: running low/mid-priority jobs in a few
+    queues (some with capabilities) and pending high-priority jobs."""
+    from hypothesis import strategies as st
+
+    objs: list[KubeObject] = [priority_class("p1", 10), priority_class("p2", 50), priority_class("p3", 100)]
+    for q in range(queues):
+        cap = draw(st.sampled_from([None, "3", "5", "8"]))
+        objs.append(queue(f"q{q}", draw(st.integers(1, 3)), capability=res(cap, f"{cap}G") if cap else None))
+    nodes = draw(st.integers(1, 4))
+    for n in range(nodes):
+        objs.append(node(f"n{n}", str(draw(st.integers(2, 4))), "8G", pods=str(draw(st.integers(2, 6)))))
+    for j in range(draw(st.integers(1, 4))):
+        name, q = f"run{j}", f"q{draw(st.integers(0, queues - 1))}"
+        tasks = draw(st.integers(1, 3))
+        objs.append(
+            podgroup(
+                name,
+                q,
+                draw(st.integers(0, tasks)),
+                phase="Running",
+                priority_class=draw(st.sampled_from(["p1", "p2"])),
+            )
+        )
+        for t in range(tasks):
+            cpu = draw(st.sampled_from(["1", "2"]))
+            labels = {"volcano.sh/preemptable": "false"} if draw(st.booleans()) and t == 0 else None
+            objs.append(
+                pod(
+                    f"{name}-t-{t}",
+                    name,
+                    res(cpu, "1G"),
+                    f"n{draw(st.integers(0, nodes - 1))}",
+                    labels=labels,
+                    priority=draw(st.integers(1, 3)),
+                )
+            )
+    for j in range(draw(st.integers(1, 3))):
+        name, q = f"want{j}", f"q{draw(st.integers(0, queues - 1))}"
+        tasks = draw(st.integers(1, 3))
+        objs.append(podgroup(name, q, draw(st.integers(1, tasks)), priority_class=draw(st.sampled_from(["p2", "p3"]))))
+        for t in range(tasks):
+            objs.append(pod(f"{name}-t-{t}", name, res(draw(st.sampled_from(["1", "2", "3"])), "1G")))
+    return objs
+
+
+@contextlib.contextmanager
+def unpruned() -> Iterator[None]:
+    """Switch off every shortcut: the victim-sum bound, the queue shortfall, the failed-shape memo."""
+    import numpy as np
+
+    from lahar_scheduler.actions import evictutil, preempt, reclaim
+
+    counter = itertools.count()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            evictutil.VictimBound, "candidates", lambda self, task, key: np.ones(len(self.ssn.nodes), dtype=bool)
+        )
+        mp.setattr(preempt, "eviction_need", lambda ssn, queue, task: None)
+        mp.setattr(preempt, "shape_key", lambda task, kind: (next(counter),))
+        mp.setattr(reclaim, "shape_key", lambda task, kind: (next(counter),))
+        yield

@@ -6,8 +6,25 @@ only the listed flags on) plus targeted checks of the rules in the semantics doc
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from evict_builders import conf, evicted, node, plugin, pod, podgroup, priority_class, queue, res, run
+from evict_builders import (
+    conf,
+    evicted,
+    node,
+    plugin,
+    pod,
+    podgroup,
+    priority_class,
+    queue,
+    random_cluster,
+    res,
+    run,
+    unpruned,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.conf import ConfError
@@ -439,3 +456,13 @@ def test_preempt_leaves_the_snapshot_as_committed() -> None:
     tasks = snapshot.tasks
     assert str(tasks["c1/preemptor1"].status) == "Pending"
     assert str(tasks["c1/preemptee1"].status) == "Releasing"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.composite(random_cluster)(), st.booleans())
+def test_shortcuts_never_change_the_outcome(objs: list[Any], topology: bool) -> None:
+    cfg = preempt_conf(topology)
+    fast = run(objs, cfg, seed=3)
+    with unpruned():
+        slow = run(objs, cfg, seed=3)
+    assert (evicted(fast), fast.pipelined, fast.binds) == (evicted(slow), slow.pipelined, slow.binds)

@@ -9,7 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from evict_builders import conf, evicted, node, plugin, pod, podgroup, priority_class, queue, res, run
+from evict_builders import (
+    conf,
+    evicted,
+    node,
+    plugin,
+    pod,
+    podgroup,
+    priority_class,
+    queue,
+    random_cluster,
+    res,
+    run,
+    unpruned,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
 NOT_PREEMPTABLE = {"volcano.sh/preemptable": "false"}
@@ -229,3 +244,13 @@ def test_evictions_are_discarded_when_the_job_cannot_be_pipelined() -> None:
     # With minMember 1 the same eviction is committed.
     objs[4] = podgroup("pg2", "q2", 1)
     assert evicted(run(objs, cfg)) == ["c1/victim"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.composite(random_cluster)(queues=3))
+def test_shortcuts_never_change_the_outcome(objs: list[Any]) -> None:
+    cfg = reclaim_conf(*DEFAULT, "priority")
+    fast = run(objs, cfg, seed=3)
+    with unpruned():
+        slow = run(objs, cfg, seed=3)
+    assert (evicted(fast), fast.pipelined) == (evicted(slow), slow.pipelined)
