@@ -466,3 +466,26 @@ def test_shortcuts_never_change_the_outcome(objs: list[Any], topology: bool) -> 
     with unpruned():
         slow = run(objs, cfg, seed=3)
     assert (evicted(fast), fast.pipelined, fast.binds) == (evicted(slow), slow.pipelined, slow.binds)
+
+
+def test_evicted_pod_frees_its_slot_for_the_pod_count_predicate() -> None:
+    """The predicates plugin's node view drops a pod when it is evicted (Deallocate), so on a
+    node full on pods the normal path's PredicateFn passes once the victim is evicted."""
+    objs = [
+        HIGH,
+        LOW,
+        queue("q1"),
+        node("n1", "4", "4G", pods="1"),
+        podgroup("pg1", "q1", 0, priority_class="low-priority"),
+        podgroup("pg2", "q1", 1, priority_class="high-priority"),
+        pod("preemptee1", "pg1", res("1", "1G"), "n1", labels=PREEMPTABLE),
+        pod("preemptor1", "pg2", res("1", "1G")),
+    ]
+    tier = [
+        plugin("gang", "enablePreemptable", "enableJobPipelined", "enableJobStarving"),
+        plugin("priority", "enableTaskOrder", "enableJobOrder", "enablePreemptable", "enableJobStarving"),
+        plugin("predicates", "enablePredicate"),
+    ]
+    out = run(objs, conf("allocate, preempt", tier))
+    assert evicted(out) == ["c1/preemptee1"]
+    assert out.pipelined == {"c1/preemptor1": "n1"}

@@ -107,6 +107,7 @@ class PreemptAction(Action):
     def execute(self, ssn: Session) -> None:
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
+        self.salt = ssn.rng.getrandbits(32)
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -171,7 +172,7 @@ class PreemptAction(Action):
             return False
         nodes = preempt_nodes(ssn, preemptor)
         if self.args.topology_aware:
-            return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args)
+            return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt)
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)

@@ -11,6 +11,7 @@ victim matters least wins; its victims are evicted and the preemptor pipelined t
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,12 +52,15 @@ def topology_preempt(
     nodes: IntArray,
     possible: BoolArray,
     args: PreemptArgs,
+    salt: int,
 ) -> bool:
     if not len(nodes):
         return False
     queue = ssn.queues[ssn.jobs[preemptor.job].queue]
     state = ssn.cycle_state(preemptor)
-    offset = ssn.rng.randrange(len(nodes))
+    # Random, but drawn per preemptor (from a salt the action takes from the session's seeded
+    # generator), so skipping an attempt elsewhere does not shift this one's nodes.
+    offset = random.Random(f"{salt}/{preemptor.uid}").randrange(len(nodes))
     wanted = num_candidates(len(nodes), args)
     found: list[Candidate] = []
     for k in range(len(nodes)):

@@ -176,13 +176,31 @@ class PredicatesPlugin(Plugin):
         # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.
         self.anti: dict[int, TaskInfo] = {id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)}
 
+        # Pods per node as this plugin's node view counts them: every pod at open, then its own
+        # Allocate/Deallocate events (an evicted pod leaves the view, as in Volcano's plugin).
+        self.pods = ssn.nodes.pod_count.copy()
+        self._node_of: dict[int, int] = {}
+
         def on_allocate(task: TaskInfo) -> None:
             # Entries whose task left its node are skipped when read (they have no node_name).
             if _required_terms(task.pod, anti=True):
                 self.anti[id(task)] = task
+            node = self.table.by_name.get(task.node_name)
+            if node is not None:
+                self.pods[node.index] += 1
+                self._node_of[id(task)] = node.index
+
+        def on_deallocate(task: TaskInfo) -> None:
+            # An un-allocated task has lost its node name by now: use where it was allocated.
+            index = self._node_of.pop(id(task), None)
+            if index is None:
+                node = self.table.by_name.get(task.node_name)
+                index = node.index if node is not None else None
+            if index is not None:
+                self.pods[index] -= 1
 
         ssn.add("predicate", _Callback(self))
-        ssn.add_event_handler(EventHandler(on_allocate, None))
+        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, self)
 
     def is_local(self, task: TaskInfo) -> bool:
@@ -210,7 +228,7 @@ class PredicatesPlugin(Plugin):
     def predicate(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
         table = self.table
         failures: list[Failure] = []
-        over = table.pod_count[idx] >= table.max_pods[idx]
+        over = self.pods[idx] >= table.max_pods[idx]
         if over.any():
             failures.append(Failure(over, POD_NUMBER_EXCEEDED, Code.UNSCHEDULABLE))
         alive = np.ones(len(idx), dtype=bool)
@@ -231,7 +249,7 @@ class PredicatesPlugin(Plugin):
     def passes_row(self, task: TaskInfo, i: int) -> bool:
         """Scalar twin of ``passes`` for one node (see RowCache)."""
         table = self.table
-        if table.pod_count[i] >= table.max_pods[i]:
+        if self.pods[i] >= table.max_pods[i]:
             return False
         if any(f.mask[i] for f in self.stable.for_task(task)):
             return False
@@ -241,7 +259,7 @@ class PredicatesPlugin(Plugin):
 
     def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
         table = self.table
-        ok = table.pod_count[idx] < table.max_pods[idx]
+        ok = self.pods[idx] < table.max_pods[idx]
         for f in self.stable.for_task(task):
             ok &= ~f.mask[idx]
         if self.opts.node_ports and _host_ports(task.pod):
