@@ -7,7 +7,9 @@ later issue adds them; they are selected by reading each case's ``schedulerConf`
 
 from __future__ import annotations
 
+import copy
 import filecmp
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +29,25 @@ LATER_PLUGINS = frozenset({"capacity"})
 LATER = "needs preempt/reclaim/capacity (later issue)"
 
 
-def _load(path: Path) -> dict[str, Any]:
-    doc = yaml.safe_load(path.read_text())
+# The C loader when PyYAML has it: the pure-Python one takes seconds over the whole corpus.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def _parsed(path: Path) -> dict[str, Any]:
+    doc = yaml.load(path.read_text(), Loader=_Loader)
     assert isinstance(doc, dict), path
     return doc
 
 
+def _load(path: Path) -> dict[str, Any]:
+    """A private copy of the parsed case, so no test can alter what another one reads."""
+    return copy.deepcopy(_parsed(path))
+
+
 def needs_later_issue(doc: dict[str, Any]) -> bool:
     """True when the case's configuration uses an action or plugin the core does not have yet."""
-    conf = yaml.safe_load(doc["schedulerConf"]) or {}
+    conf = yaml.load(doc["schedulerConf"], Loader=_Loader) or {}
     actions = {a.strip() for a in str(conf.get("actions", "")).split(",") if a.strip()}
     plugins = {p.get("name") for tier in conf.get("tiers") or [] for p in tier.get("plugins") or []}
     return not actions <= CORE_ACTIONS or bool(plugins & LATER_PLUGINS)
