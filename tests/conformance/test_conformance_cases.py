@@ -102,5 +102,5 @@ def test_copy_matches_shared_corpus() -> None:
     ours = sorted(p.name for p in CASES.iterdir() if p.is_file())
     theirs = sorted(p.name for p in SHARED.iterdir() if p.is_file())
     assert ours == theirs
-    match, mismatch, errors = filecmp.cmpfiles(CASES, SHARED, ours, shallow=False)
+    _match, mismatch, errors = filecmp.cmpfiles(CASES, SHARED, ours, shallow=False)
     assert not mismatch and not errors, f"differ: {mismatch}, unreadable: {errors}"

@@ -45,7 +45,11 @@ def _pod(requests: dict[str, Any], **spec: Any) -> dict[str, Any]:
             "objects[3].spec.minMember: expected int, got str",
         ),
         (
-            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "spec": {"capability": {"cpu": "-"}}},
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "spec": {"capability": {"cpu": "-"}},
+            },
             "objects[3].spec.capability.cpu: '-' is not a quantity",
         ),
         (
@@ -70,7 +74,9 @@ def test_unknown_kinds_are_skipped_not_errors() -> None:
 def test_kinds_are_matched_by_group_not_version() -> None:
     assert isinstance(decode_object({"apiVersion": "v1", "kind": "Pod"}), Pod)
     assert isinstance(decode_object({"apiVersion": "scheduling.volcano.sh/v1", "kind": "Queue"}), Queue)
-    assert isinstance(decode_object({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PriorityClass"}), PriorityClass)
+    assert isinstance(
+        decode_object({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PriorityClass"}), PriorityClass
+    )
 
 
 def test_unknown_fields_are_ignored_and_camel_case_is_read() -> None:

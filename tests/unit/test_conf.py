@@ -130,7 +130,10 @@ def test_unknown_argument_of_a_plugin_without_arguments() -> None:
             "tiers[0].plugins[0].arguments: expected a mapping",
         ),
         ("actions: allocate\nconfigurations: {a: 1}", "configurations: expected a list"),
-        ("actions: allocate\nconfigurations: [3]", "configurations[0]: expected a mapping with 'name' and 'arguments'"),
+        (
+            "actions: allocate\nconfigurations: [3]",
+            "configurations[0]: expected a mapping with 'name' and 'arguments'",
+        ),
         ("actions: allocate\nmetrics: [1]", "metrics: expected a mapping"),
     ],
 )
@@ -169,15 +172,22 @@ def test_argument_types_follow_volcanos_getters() -> None:
     assert nodeorder.arguments.least_requested == 3
     assert nodeorder.arguments.balanced_resource == 1  # untouched defaults stay
     # int keys reject floats and bools
-    bad = "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n    arguments:\n      leastrequested.weight: "
-    assert errors_of(bad + "2.5") == ["tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got float"]
-    assert errors_of(bad + "true") == ["tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got bool"]
+    bad = (
+        "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n"
+        "    arguments:\n      leastrequested.weight: "
+    )
+    assert errors_of(bad + "2.5") == [
+        "tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got float"
+    ]
+    assert errors_of(bad + "true") == [
+        "tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got bool"
+    ]
 
 
 def test_action_configurations() -> None:
     conf = load_conf(
-        "actions: allocate\nconfigurations:\n- name: allocate\n  arguments: {predicateErrorCacheEnable: false}\n"
-        "- name: enqueue\n"
+        "actions: allocate\nconfigurations:\n- name: allocate\n"
+        "  arguments: {predicateErrorCacheEnable: false}\n- name: enqueue\n"
     )
     assert conf.action_arguments("allocate") == {"predicateErrorCacheEnable": False}
     assert conf.action_arguments("enqueue") == {}

@@ -109,7 +109,13 @@ def test_quantity_keeps_its_text_and_compares_by_amount() -> None:
 
 @pytest.mark.parametrize(
     ("amount", "milli", "shown"),
-    [(1500, True, "1.5"), (2000, True, "2"), (250, True, "250m"), (2**31, False, "2Gi"), (1000, False, "1000")],
+    [
+        (1500, True, "1.5"),
+        (2000, True, "2"),
+        (250, True, "250m"),
+        (2**31, False, "2Gi"),
+        (1000, False, "1000"),
+    ],
 )
 def test_format_for_messages(amount: float, milli: bool, shown: str) -> None:
     assert format_quantity(amount, milli) == shown
