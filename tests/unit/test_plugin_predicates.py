@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from builders import binds, make_conf, node, open_session, passing, pod, podgroup, queue, run
+from builders import all_nodes, binds, make_conf, node, open_session, passing, pod, podgroup, queue, run, task
 from lahar_scheduler.framework.session import Session
 
 CONF = make_conf("allocate", [{"name": "gang"}, {"name": "predicates"}])
@@ -147,11 +147,9 @@ def test_pod_count_limit_counts_running_and_tentative_pods() -> None:
     nodes = [node("small", pods="2"), node("big", pods="10")]
     ssn = session(nodes, running("r1", "small"), incoming(), pod("in2", group="pg", cpu="1"))
     assert passing(ssn, "default/in") == {"small", "big"}
-    from builders import task
-
     ssn.statement().allocate(task(ssn, "default/in2"), ssn.nodes.by_name["small"])
     assert passing(ssn, "default/in") == {"big"}
-    got = ssn.predicate(task(ssn, "default/in"), __import__("numpy").arange(2))
+    got = ssn.predicate(task(ssn, "default/in"), all_nodes(ssn))
     assert got.errors.reasons == {"node(s) pod number exceeded": 1}
 
 
@@ -245,8 +243,6 @@ def test_existing_pods_anti_affinity_rejects_matching_newcomers() -> None:
 
 
 def test_anti_affinity_sees_tentative_placements_of_the_session() -> None:
-    from builders import task
-
     aff = pod_aff(term("zone", app="w"), anti=True)
     ssn = session(
         ZONES,
@@ -295,7 +291,7 @@ def test_topology_spread_skew_and_missing_label() -> None:
     ssn = session(ZONES, *placed, incoming(labels={"app": "w"}, spread=[spread(app="w")]))
     # zone a holds 2, zone b 0: placing in a would make skew 3 − 0 > 1; the unlabeled node is out.
     assert passing(ssn, "default/in") == {"b1"}
-    got = ssn.predicate(ssn.snapshot.tasks["default/in"], __import__("numpy").arange(4))
+    got = ssn.predicate(task(ssn, "default/in"), all_nodes(ssn))
     assert got.errors.reasons == {
         "node(s) didn't match pod topology spread constraints": 2,
         "node(s) didn't match pod topology spread constraints (missing required label)": 1,
