@@ -39,6 +39,8 @@ class PodSpec:
     selector: dict[str, str]
     tolerates: set[str]  # taint values tolerated
     best_effort: bool
+    app: str | None = None  # label app=<app>
+    avoid: str | None = None  # required anti-affinity to app=<avoid>, per node (hostname)
 
 
 @dataclass
@@ -75,6 +77,7 @@ def worlds(draw: st.DrawFn) -> World:
             labels={"zone": z} if (z := draw(st.sampled_from(["a", "b", None]))) else {},
             taint=draw(st.sampled_from([None, None, "x", "y"])),
         )
+        spec.labels["kubernetes.io/hostname"] = spec.name
         w.nodes[spec.name] = spec
         extra = {GPU: str(spec.gpu)} if spec.gpu else {}
         taints = [{"key": TAINT, "value": spec.taint, "effect": "NoSchedule"}] if spec.taint else []
@@ -111,6 +114,12 @@ def worlds(draw: st.DrawFn) -> World:
             )
         )
         best_effort_job = draw(st.integers(0, 9)) == 0
+        app = draw(st.sampled_from(["web", "db", None, None]))
+        avoid = draw(st.sampled_from(["web", "db", None, None, None]))
+        affinity = None
+        if avoid:
+            term = {"labelSelector": {"matchLabels": {"app": avoid}}, "topologyKey": "kubernetes.io/hostname"}
+            affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         for t in range(n_tasks):
             key = f"default/{name}-t-{t}"
             if best_effort_job:
@@ -131,10 +140,21 @@ def worlds(draw: st.DrawFn) -> World:
                     node_selector=selector,
                     tolerations=tolerations,
                     init_requests={"cpu": f"{init_cpu}m"} if init_cpu else None,
+                    labels={"app": app} if app else None,
+                    affinity=affinity,
                 )
             )
             w.pods[key] = PodSpec(
-                key, f"default/{name}", max(cpu, init_cpu), mem, gpu, selector, tolerates, best_effort_job
+                key,
+                f"default/{name}",
+                max(cpu, init_cpu),
+                mem,
+                gpu,
+                selector,
+                tolerates,
+                best_effort_job,
+                app,
+                avoid,
             )
     return w
 
@@ -200,6 +220,25 @@ def test_binds_respect_node_selectors_and_no_schedule_taints(w: World, seed: int
             assert n.labels.get(k) == v, f"{key} on {node_name}: selector {p.selector}, labels {n.labels}"
         if n.taint is not None:
             assert n.taint in p.tolerates, f"{key} on {node_name}: untolerated taint {n.taint}"
+
+
+@SETTINGS
+@given(worlds(), st.integers(0, 3))
+def test_required_anti_affinity_is_never_violated(w: World, seed: int) -> None:
+    """No node ends up with a pod that has required anti-affinity (hostname) to app=X next to a pod
+    labelled app=X, whichever of the two came first (the newcomer's own terms and the existing
+    pods' terms both apply)."""
+    out = run_world(w, seed)
+    by_node: dict[str, list[PodSpec]] = {}
+    for key, node_name in out.binds.items():
+        by_node.setdefault(node_name, []).append(w.pods[key])
+    for node_name, placed in by_node.items():
+        for a in placed:
+            for b in placed:
+                if a is not b and a.avoid is not None:
+                    assert b.app != a.avoid, (
+                        f"{a.key} avoids app={a.avoid} but shares {node_name} with {b.key}"
+                    )
 
 
 @settings(max_examples=max(10, EXAMPLES // 3), deadline=None, derandomize=DERANDOMIZE)
