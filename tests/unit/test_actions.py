@@ -345,3 +345,13 @@ def test_drf_shares_count_pod_slots() -> None:
         [only("predicates", "enablePredicate")],
     )
     assert binds(run(objs, conf)) == {"default/a-t-1": "n1"}
+
+
+def test_pod_with_only_init_container_requests_is_scheduled() -> None:
+    """Not BestEffort (its init container requests cpu), so allocate must place it; were its
+    request taken from the regular containers alone, allocate would skip it as BestEffort and
+    backfill as not BestEffort, and it would never be scheduled."""
+    objs = [node("n1"), queue("q"), podgroup("g", queue="q", min_member=1)]
+    objs.append(pod("g-t-0", group="g", init_requests={"cpu": "1"}))
+    assert binds(run(objs)) == {"default/g-t-0": "n1"}
+    assert binds(run(objs, make_conf("allocate", [{"name": "gang"}]))) == {"default/g-t-0": "n1"}

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from builders import binds, make_conf, node, only, open_session, pod, podgroup, queue, run, task
+from builders import binds, make_conf, node, only, open_session, pod, podgroup, queue, run, snapshot, task
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.proportion import QueueAttr
 
@@ -224,3 +224,34 @@ def test_allocation_stops_at_the_deserved_share() -> None:
     # qa deserves 3 cpu (qb asks only 1): it gets 3 of its 4 pods; qb gets its 1.
     assert sum(k.startswith("default/qa") for k in got) == 3
     assert "default/qb-job-t-0" in got
+
+
+def test_no_double_counting_of_inqueue_jobs_whose_tasks_are_binding() -> None:
+    """SKIPPED.md §2.8: in the second session job A's tasks are still Binding (assumed, not yet
+    observed) and A is still Inqueue; its inqueue reservation is max(0, minResources − allocated)
+    = 0, so B fits the queue's capability and is enqueued and bound."""
+    from lahar_scheduler.core import run_session
+    from lahar_scheduler.framework.types import TaskStatus
+
+    snap = snapshot(
+        [
+            node("n1", cpu="4", memory="8Gi"),
+            queue("q1", capability={"cpu": "4", "memory": "8Gi"}),
+            podgroup(
+                "a", queue="q1", min_member=3, phase="Inqueue", min_resources={"cpu": "3", "memory": "3Gi"}
+            ),
+            *[pod(f"a-t-{i}", group="a", cpu="1", memory="1Gi") for i in range(3)],
+        ]
+    )
+    tiers = ([{"name": "gang"}], [{"name": "proportion"}, {"name": "predicates"}])
+    first = run_session(snap, make_conf("allocate, enqueue", *tiers))
+    assert len(first.binds) == 3
+    a = snap.jobs["default/a"]
+    assert a.phase == "Inqueue" and all(t.status == TaskStatus.BINDING for t in a.tasks.values())
+    snap.upsert_podgroup(
+        podgroup("b", queue="q1", phase="Pending", min_member=1, min_resources={"cpu": "1", "memory": "1Gi"})
+    )
+    snap.upsert_pod(pod("b-t-0", group="b", cpu="1", memory="1Gi"))
+    second = run_session(snap, make_conf("enqueue, allocate", *tiers))
+    assert second.podgroups["default/b"].phase == "Inqueue"
+    assert binds(second) == {"default/b-t-0": "n1"}
