@@ -9,7 +9,6 @@ import pytest
 from builders import make_conf, node, only, open_session, pod, podgroup, queue, snapshot
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.conf import ConfError
-from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.sla import parse_go_duration
 
 # -- overcommit ------------------------------------------------------------------------------------
@@ -97,23 +96,33 @@ HOUR = 3600.0
 NOW = 24 * HOUR
 
 
-def sla_session(arguments: dict[str, Any] | None):  # type: ignore[no-untyped-def]
+def sla_objects() -> list[Any]:
     """sla_test.go: job1 has no waiting time, job2 one hour; both created at time zero."""
-    objs = [
+    return [
         queue("q"),
-        podgroup("job1", queue="q", phase="Pending"),
-        podgroup("job2", queue="q", phase="Pending", annotations={"sla-waiting-time": "1h"}),
+        podgroup("job1", queue="q", phase="Pending", min_member=1),
+        podgroup("job2", queue="q", phase="Pending", min_member=1, annotations={"sla-waiting-time": "1h"}),
     ]
+
+
+def sla_session(arguments: dict[str, Any] | None):  # type: ignore[no-untyped-def]
+    """As the Volcano test: only sla, enabled for JobOrder and JobEnqueued."""
     opt = only("sla", "enableJobOrder", "enableJobEnqueued")
     if arguments:
         opt["arguments"] = arguments
-    ssn = open_session(objs, make_conf("enqueue", [opt]), now=NOW)
+    ssn = open_session(sla_objects(), make_conf("enqueue", [opt]), now=NOW)
     return ssn, ssn.jobs["default/job1"], ssn.jobs["default/job2"]
 
 
-def sla_vote(ssn: Any, job: Any) -> Vote:
-    (fn,) = [f for tier in ssn._chain("job_enqueueable") for f in tier]
-    return fn(job)  # type: ignore[no-any-return]
+def sla_permits(objs: list[Any], job: str, now: float, arguments: dict[str, Any] | None = None) -> bool:
+    """Whether sla votes Permit (not Abstain) for a job: sla in tier 1, gang in tier 2 on the
+    pipelined vote.  The job has no task, so gang rejects; only a Permit from tier 1 makes the
+    session's answer true."""
+    opt: dict[str, Any] = {"name": "sla"}
+    if arguments:
+        opt["arguments"] = arguments
+    ssn = open_session(objs, make_conf("allocate", [opt], [{"name": "gang"}]), now=now)
+    return ssn.job_pipelined(ssn.jobs[job])
 
 
 def test_sla_waiting_time_argument() -> None:
@@ -122,7 +131,7 @@ def test_sla_waiting_time_argument() -> None:
     ssn, job1, job2 = sla_session({"sla-waiting-time": "3m"})
     assert ssn.job_order(job1, job2) is True
     assert ssn.job_enqueueable(job1) is True
-    assert sla_vote(ssn, job1) == Vote.PERMIT
+    assert sla_permits(sla_objects(), "default/job1", NOW, {"sla-waiting-time": "3m"})
 
 
 def test_sla_without_argument() -> None:
@@ -132,7 +141,8 @@ def test_sla_without_argument() -> None:
     assert ssn.job_order(job1, job2) is False
     assert ssn.job_order(job2, job1) is True
     assert ssn.job_enqueueable(job1) is True
-    assert sla_vote(ssn, job1) == Vote.ABSTAIN
+    assert not sla_permits(sla_objects(), "default/job1", NOW)  # it abstained
+    assert sla_permits(sla_objects(), "default/job2", NOW)  # waited a day ≥ 1h
 
 
 def test_sla_non_string_argument_is_a_configuration_error() -> None:
@@ -156,12 +166,16 @@ def test_sla_non_string_argument_is_a_configuration_error() -> None:
 
 
 def test_sla_permit_waits_for_the_waiting_time() -> None:
-    objs = [queue("q"), podgroup("j", queue="q", phase="Pending", creation="1970-01-01T00:00:00Z")]
-    conf = make_conf("enqueue", [{"name": "sla", "arguments": {"sla-waiting-time": "2h"}}])
-    early = open_session(objs, conf, now=HOUR)
-    assert sla_vote(early, early.jobs["default/j"]) == Vote.ABSTAIN
-    late = open_session(objs, conf, now=2 * HOUR)
-    assert sla_vote(late, late.jobs["default/j"]) == Vote.PERMIT
+    objs = [
+        queue("q"),
+        podgroup("j", queue="q", phase="Pending", min_member=1, creation="1970-01-01T00:00:00Z"),
+    ]
+    args = {"sla-waiting-time": "2h"}
+    assert not sla_permits(objs, "default/j", HOUR, args)
+    assert sla_permits(objs, "default/j", 2 * HOUR, args)
+    # The job's own annotation wins over the plugin argument.
+    objs[1] = podgroup("j", queue="q", phase="Pending", min_member=1, annotations={"sla-waiting-time": "30m"})
+    assert sla_permits(objs, "default/j", HOUR, args)
 
 
 def test_sla_permit_in_an_earlier_tier_overrides_later_rejects() -> None:
