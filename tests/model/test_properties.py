@@ -259,9 +259,7 @@ def test_required_anti_affinity_is_never_violated(w: World, seed: int) -> None:
         for a in placed:
             for b in placed:
                 if a is not b and a.avoid is not None:
-                    assert b.app != a.avoid, (
-                        f"{a.key} avoids app={a.avoid} but shares {node_name} with {b.key}"
-                    )
+                    assert b.app != a.avoid, f"{a.key} avoids app={a.avoid} but shares {node_name} with {b.key}"
 
 
 @settings(max_examples=max(10, EXAMPLES // 3), deadline=None, derandomize=DERANDOMIZE)

@@ -22,9 +22,7 @@ S = TaskStatus
 DEFAULT = load_conf(None)
 
 
-def gang_job(
-    name: str, n: int, *, queue_name: str = "q", min_member: int | None = None, cpu: str = "1", **pg
-):  # type: ignore[no-untyped-def]
+def gang_job(name: str, n: int, *, queue_name: str = "q", min_member: int | None = None, cpu: str = "1", **pg):  # type: ignore[no-untyped-def]
     """A PodGroup and ``n`` pods ``<name>-t-<i>`` of ``cpu`` each."""
     objs = [podgroup(name, queue=queue_name, min_member=n if min_member is None else min_member, **pg)]
     objs += [pod(f"{name}-t-{i}", group=name, cpu=cpu, memory="1Gi") for i in range(n)]
@@ -98,9 +96,7 @@ def test_gang_binds_all_or_nothing() -> None:
     # Without proportion the third task reaches the nodes, and the per-node reasons are given.
     res2 = run(objs, make_conf("allocate", [{"name": "gang"}, {"name": "predicates"}]))
     cond2 = next(c for c in res2.podgroups["default/g"].conditions if c.type == "Unschedulable")
-    assert cond2.message.startswith(
-        "1/3 tasks in gang unschedulable: 1/1 nodes are unavailable: 1 Insufficient cpu."
-    )
+    assert cond2.message.startswith("1/3 tasks in gang unschedulable: 1/1 nodes are unavailable: 1 Insufficient cpu")
     # Tasks placed tentatively then discarded are "Schedulable" once minAvailable is met; the one
     # that found no node is "Unschedulable".
     assert {k: r.reason for k, r in res2.task_reasons.items()} == {

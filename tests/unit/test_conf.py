@@ -172,16 +172,9 @@ def test_argument_types_follow_volcanos_getters() -> None:
     assert nodeorder.arguments.least_requested == 3
     assert nodeorder.arguments.balanced_resource == 1  # untouched defaults stay
     # int keys reject floats and bools
-    bad = (
-        "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n"
-        "    arguments:\n      leastrequested.weight: "
-    )
-    assert errors_of(bad + "2.5") == [
-        "tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got float"
-    ]
-    assert errors_of(bad + "true") == [
-        "tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got bool"
-    ]
+    bad = "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n    arguments:\n      leastrequested.weight: "
+    assert errors_of(bad + "2.5") == ["tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got float"]
+    assert errors_of(bad + "true") == ["tiers[0].plugins[0].arguments.leastrequested.weight: expected int, got bool"]
 
 
 def test_action_configurations() -> None:

@@ -22,8 +22,7 @@ def scenario() -> list[Any]:
     pods, a releasing pod (pipelining) and a gang too big to fit."""
     objs: list[Any] = [priority_class("high", 100)]
     objs += [
-        node(f"n{i}", cpu="4", memory="8Gi", pods="6", labels={"zone": "ab"[i % 2], "name": f"n{i}"})
-        for i in range(6)
+        node(f"n{i}", cpu="4", memory="8Gi", pods="6", labels={"zone": "ab"[i % 2], "name": f"n{i}"}) for i in range(6)
     ]
     objs += [queue("qa", 1), queue("qb", 2), queue("qc", 1, capability={"cpu": "3"})]
     objs += [
@@ -66,9 +65,7 @@ def normalise(res: SessionResult) -> dict[str, Any]:
         },
         "queues": {k: str(v) for k, v in sorted(res.queues.items())},
         "reasons": {k: (r.reason, r.message, r.nominated_node) for k, r in sorted(res.task_reasons.items())},
-        "decisions": {
-            k: (d.outcome, sorted(d.chosen.items()), d.reason) for k, d in sorted(res.decisions.items())
-        },
+        "decisions": {k: (d.outcome, sorted(d.chosen.items()), d.reason) for k, d in sorted(res.decisions.items())},
     }
 
 

@@ -14,18 +14,14 @@ from lahar_scheduler.plugins.sla import parse_go_duration
 # -- overcommit ------------------------------------------------------------------------------------
 
 
-def overcommit_case(
-    min_resources: dict[str, str] | None, factor: float, capability: dict[str, str] | None = None
-):  # type: ignore[no-untyped-def]
+def overcommit_case(min_resources: dict[str, str] | None, factor: float, capability: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """overcommit_test.go: nodes 2 cpu/4Gi and 4 cpu/16Gi without ``pods``, one Inqueue PodGroup
     with minMember 2; the test calls JobEnqueued, then JobEnqueueable."""
     objs = [
         node("n1", cpu="2", memory="4Gi", pods=None),
         node("n2", cpu="4", memory="16Gi", pods=None),
         queue("c1", capability=capability),
-        podgroup(
-            "pg1", "test-namespace", queue="c1", min_member=2, phase="Inqueue", min_resources=min_resources
-        ),
+        podgroup("pg1", "test-namespace", queue="c1", min_member=2, phase="Inqueue", min_resources=min_resources),
     ]
     conf = make_conf("enqueue", [only("overcommit", "enableJobEnqueued", **{"overcommit-factor": factor})])
     ssn = open_session(objs, conf)
@@ -56,9 +52,7 @@ def test_overcommit_factor_is_applied() -> None:
     objs = [node("n1", cpu="10", memory="10Gi"), queue("q")]
     objs += [podgroup("a", queue="q", phase="Pending", min_resources={"cpu": "11"})]
     for factor, admitted in [(1.0, False), (1.2, True)]:
-        conf = make_conf(
-            "enqueue", [only("overcommit", "enableJobEnqueued", **{"overcommit-factor": factor})]
-        )
+        conf = make_conf("enqueue", [only("overcommit", "enableJobEnqueued", **{"overcommit-factor": factor})])
         ssn = open_session(objs, conf)
         assert ssn.job_enqueueable(ssn.jobs["default/a"]) is admitted, factor
 
@@ -82,10 +76,7 @@ def test_overcommit_idle_subtracts_used_and_running_reservations() -> None:
 
 def test_overcommit_rejects_bad_factor_types() -> None:
     with pytest.raises(ConfError) as info:
-        load_conf(
-            "actions: enqueue\ntiers:\n- plugins:\n  - name: overcommit\n"
-            "    arguments: {overcommit-factor: x}\n"
-        )
+        load_conf("actions: enqueue\ntiers:\n- plugins:\n  - name: overcommit\n    arguments: {overcommit-factor: x}\n")
     assert info.value.errors == ["tiers[0].plugins[0].arguments.overcommit-factor: expected float, got str"]
 
 
@@ -153,15 +144,11 @@ def test_sla_non_string_argument_is_a_configuration_error() -> None:
     for bad in ("1", "true"):
         with pytest.raises(ConfError) as info:
             load_conf(
-                "actions: enqueue\ntiers:\n- plugins:\n  - name: sla\n"
-                f"    arguments: {{sla-waiting-time: {bad}}}\n"
+                f"actions: enqueue\ntiers:\n- plugins:\n  - name: sla\n    arguments: {{sla-waiting-time: {bad}}}\n"
             )
         assert info.value.errors[0].startswith("tiers[0].plugins[0].arguments.sla-waiting-time: expected str")
     with pytest.raises(ConfError) as info:
-        load_conf(
-            "actions: enqueue\ntiers:\n- plugins:\n  - name: sla\n"
-            "    arguments: {sla-waiting-time: 3 minutes}\n"
-        )
+        load_conf("actions: enqueue\ntiers:\n- plugins:\n  - name: sla\n    arguments: {sla-waiting-time: 3 minutes}\n")
     assert "is not a duration" in info.value.errors[0]
 
 

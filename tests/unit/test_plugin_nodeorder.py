@@ -99,9 +99,7 @@ def test_preferred_node_affinity() -> None:
                 },
                 {
                     "weight": 30,
-                    "preference": {
-                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
-                    },
+                    "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
                 },
             ]
         }
@@ -125,9 +123,7 @@ def test_preferred_pod_affinity_and_anti_affinity() -> None:
 
     def preferred(kind: str) -> dict[str, Any]:
         t = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
-        return {
-            kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": t}]}
-        }
+        return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": t}]}}
 
     near = pod("in", group="pg", cpu="1", affinity=preferred("podAffinity"))
     far = pod("in", group="pg", cpu="1", affinity=preferred("podAntiAffinity"))
@@ -182,8 +178,7 @@ def test_topology_spread_score() -> None:
         "labelSelector": {"matchLabels": {"app": "w"}},
     }
     placed = [
-        pod(f"w{i}", cpu="100m", node_name="a1", phase="Running", scheduler="x", labels={"app": "w"})
-        for i in range(2)
+        pod(f"w{i}", cpu="100m", node_name="a1", phase="Running", scheduler="x", labels={"app": "w"}) for i in range(2)
     ]
     p = pod("in", group="pg", cpu="1", labels={"app": "w"}, spread=[soft])
     got = scores(ssn_for(ZONED, *placed, p, conf=only_weights(podtopologyspread=1)), "default/in")

@@ -46,9 +46,7 @@ def required(*terms: list[dict[str, Any]], fields: list[dict[str, Any]] | None =
     node_terms = [{"matchExpressions": t} for t in terms]
     if fields is not None:
         node_terms.append({"matchFields": fields})
-    return {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
-    }
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}}
 
 
 @pytest.mark.parametrize(
@@ -74,15 +72,11 @@ def test_required_node_affinity_terms_are_ored_and_match_fields() -> None:
     )
     assert passing(session(ZONES, incoming(affinity=aff)), "default/in") == {"a2", "b1"}
     # Expressions inside one term are ANDed.
-    both = required(
-        [{"key": "zone", "operator": "In", "values": ["a"]}, {"key": "disk", "operator": "Exists"}]
-    )
+    both = required([{"key": "zone", "operator": "In", "values": ["a"]}, {"key": "disk", "operator": "Exists"}])
     assert passing(session(ZONES, incoming(affinity=both)), "default/in") == {"a1"}
     # nodeSelector and affinity must both hold.
     aff_b = required([{"key": "zone", "operator": "In", "values": ["b"]}])
-    assert (
-        passing(session(ZONES, incoming(affinity=aff_b, node_selector={"zone": "a"})), "default/in") == set()
-    )
+    assert passing(session(ZONES, incoming(affinity=aff_b, node_selector={"zone": "a"})), "default/in") == set()
 
 
 def test_empty_node_selector_term_matches_nothing() -> None:
@@ -191,9 +185,7 @@ def pod_aff(*terms: dict[str, Any], anti: bool = False) -> dict[str, Any]:
 
 
 def test_required_pod_affinity_by_zone() -> None:
-    ssn = session(
-        ZONES, running("db", "a2", labels={"app": "db"}), incoming(affinity=pod_aff(term("zone", app="db")))
-    )
+    ssn = session(ZONES, running("db", "a2", labels={"app": "db"}), incoming(affinity=pod_aff(term("zone", app="db"))))
     assert passing(ssn, "default/in") == {"a1", "a2"}
 
 
@@ -207,9 +199,7 @@ def test_required_pod_affinity_first_pod_of_a_group_may_go_where_the_key_exists(
 
 def test_pod_affinity_looks_only_at_the_pods_namespace_unless_told() -> None:
     db = pod("db", "other", cpu="100m", node_name="a2", phase="Running", scheduler="x", labels={"app": "db"})
-    assert (
-        passing(session(ZONES, db, incoming(affinity=pod_aff(term("zone", app="db")))), "default/in") == set()
-    )
+    assert passing(session(ZONES, db, incoming(affinity=pod_aff(term("zone", app="db")))), "default/in") == set()
     wide = term("zone", app="db")
     wide["namespaces"] = ["other"]
     assert passing(session(ZONES, db, incoming(affinity=pod_aff(wide))), "default/in") == {"a1", "a2"}
@@ -219,8 +209,7 @@ def test_required_anti_affinity_by_hostname_and_zone() -> None:
     web = running("web", "a1", labels={"app": "web"})
     host = pod_aff(term("kubernetes.io/hostname", app="web"), anti=True)
     nodes = [
-        node(n.metadata.name, labels={**n.metadata.labels, "kubernetes.io/hostname": n.metadata.name})
-        for n in ZONES
+        node(n.metadata.name, labels={**n.metadata.labels, "kubernetes.io/hostname": n.metadata.name}) for n in ZONES
     ]
     assert passing(session(nodes, web, incoming(affinity=host)), "default/in") == {"a2", "b1", "nolabel"}
     zone = pod_aff(term("zone", app="web"), anti=True)
@@ -265,9 +254,7 @@ def test_anti_affinity_spreads_a_gang_across_zones() -> None:
     ]
     for seed in range(4):
         got = binds(run(objs, CONF, seed=seed))
-        zones = [
-            next(n for n in ZONES if n.metadata.name == v).metadata.labels.get("zone") for v in got.values()
-        ]
+        zones = [next(n for n in ZONES if n.metadata.name == v).metadata.labels.get("zone") for v in got.values()]
         assert len(got) == 3
         # At most one per zone; the unlabeled node has no zone, so it never conflicts.
         labelled = [z for z in zones if z]

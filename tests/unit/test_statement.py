@@ -27,9 +27,7 @@ def scenario() -> Session:
         podgroup("run", queue="q", min_member=1, phase="Running"),
         pod("run-t-0", group="run", cpu="3", memory="1Gi", node_name="n3", phase="Running"),
     ]
-    conf = make_conf(
-        "allocate", [{"name": "gang"}, {"name": "drf"}, {"name": "proportion"}, {"name": "predicates"}]
-    )
+    conf = make_conf("allocate", [{"name": "gang"}, {"name": "drf"}, {"name": "proportion"}, {"name": "predicates"}])
     return open_session(objs, conf)
 
 
@@ -120,9 +118,7 @@ def test_discard_restores_everything_exactly() -> None:
 def test_discard_fires_the_opposite_events_in_reverse_order() -> None:
     ssn = scenario()
     events: list[str] = []
-    ssn.add_event_handler(
-        EventHandler(lambda t: events.append(f"+{t.name}"), lambda t: events.append(f"-{t.name}"))
-    )
+    ssn.add_event_handler(EventHandler(lambda t: events.append(f"+{t.name}"), lambda t: events.append(f"-{t.name}")))
     stmt = ssn.statement()
     stmt.allocate(task(ssn, "default/pg-t-0"), ssn.nodes.by_name["n1"])
     stmt.pipeline(task(ssn, "default/pg-t-1"), "n2", eviction_occurred=False)
