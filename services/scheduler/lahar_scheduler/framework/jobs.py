@@ -68,11 +68,15 @@ def parse_bool(raw: str) -> bool | None:
 
 
 def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
-    """(Resreq, InitResreq): running request, and launch request with init containers and ``pods: 1``."""
-    regular = Resource()
-    for c in pod.spec.containers:
-        regular.add(Resource.from_list(c.resources.requests))
-    _amend(regular, pod)
+    """(Resreq, InitResreq): both are the pod's effective request, init containers and ``pods: 1``
+    included.
+
+    Volcano's NewTaskInfo sets ``Resreq := InitResreq`` (GetPodResourceRequest).  Using only the
+    regular containers for Resreq would let node accounting, DRF shares and queue usage miss the
+    pod slot and an init container's peak: a node would take more pods than its ``pods`` (when the
+    predicates plugin is not configured) and more init-heavy pods than its cpu (the kubelet then
+    rejects them).
+    """
     launch = Resource()
     for c in pod.spec.containers:
         launch.add(Resource.from_list(c.resources.requests))
@@ -90,7 +94,7 @@ def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
     launch.set_max(init_max)
     launch.add_scalar("pods", 1)
     _amend(launch, pod)
-    return regular, launch
+    return launch.clone(), launch
 
 
 _DEFAULT_CPU = 100.0

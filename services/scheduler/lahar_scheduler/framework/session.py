@@ -250,6 +250,13 @@ class Session:
                 got, vote = fn(preemptor, candidates)
                 if vote == Vote.ABSTAIN:
                     continue
+                if not got:
+                    # A plugin that permits but names no victim vetoes the rest of its tier
+                    # (Volcano breaks out of the tier loop here); without this, the next plugin
+                    # would re-seed the list and undo the veto, e.g. priority's "nothing lower"
+                    # overridden by gang's list.  The walk falls through to the next tier.
+                    victims = None
+                    break
                 if not init:
                     victims = list(got)
                     init = True

@@ -9,7 +9,7 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
 import numpy as np
@@ -29,7 +29,12 @@ def parse_time(stamp: str | None) -> float:
     """RFC 3339 to epoch seconds; a missing stamp is the zero time."""
     if not stamp:
         return 0.0
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        # Without an offset, .timestamp() would read the machine's local time zone, so job order
+        # and SLA waits would differ between machines; Kubernetes times are UTC.
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
