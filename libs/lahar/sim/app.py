@@ -82,6 +82,7 @@ class App:
         return self._misc(method, path, body)
 
     def _misc(self, method: str, path: str, body: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        path = path.rstrip("/") or "/"
         if path == "/version":
             return 200, _encode(resources.VERSION_INFO), []
         if path in ("/healthz", "/readyz", "/livez"):
