@@ -20,11 +20,16 @@ from lahar.sim import Emulator, SimConfig
 
 @pytest.fixture(scope="session")
 def sim() -> Iterator[Emulator]:
-    emulator = Emulator(SimConfig(
-        nodes=["4:cpu=8,memory=32Gi,label.zone=a", "2:cpu=16,memory=64Gi,nvidia.com/gpu=4,label.zone=b,"
-               "taint.dedicated=gpu:NoSchedule,name=gpu"],
-        start_delay=0.05, bookmark_interval=0.3,
-    )).start()
+    emulator = Emulator(
+        SimConfig(
+            nodes=[
+                "4:cpu=8,memory=32Gi,label.zone=a",
+                "2:cpu=16,memory=64Gi,nvidia.com/gpu=4,label.zone=b,taint.dedicated=gpu:NoSchedule,name=gpu",
+            ],
+            start_delay=0.05,
+            bookmark_interval=0.3,
+        )
+    ).start()
     yield emulator
     emulator.stop()
 
@@ -83,8 +88,12 @@ def pod_manifest(name: str, **extra: Any) -> dict[str, Any]:
         meta["annotations"] = annotations
     if labels:
         meta["labels"] = labels
-    spec = {"containers": [{"name": "main", "image": "busybox",
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}], **extra}
+    spec = {
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        ],
+        **extra,
+    }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -93,7 +102,9 @@ def pod() -> Callable[..., dict[str, Any]]:
     return pod_manifest
 
 
-def poll(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
+def poll(
+    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
+) -> Any:
     """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None

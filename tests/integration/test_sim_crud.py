@@ -87,13 +87,18 @@ def test_malformed_body_is_400(sim) -> None:
     import httpx
 
     with httpx.Client(base_url=sim.url, trust_env=False) as http:
-        reply = http.post("/api/v1/namespaces/default/configmaps", content=b"{not json",
-                          headers={"content-type": "application/json"})
+        reply = http.post(
+            "/api/v1/namespaces/default/configmaps",
+            content=b"{not json",
+            headers={"content-type": "application/json"},
+        )
         assert reply.status_code == 400
         assert reply.json()["reason"] == "BadRequest"
         assert "could not be decoded" in reply.json()["message"]
-        reply = http.post("/api/v1/namespaces/default/configmaps",
-                          json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}})
+        reply = http.post(
+            "/api/v1/namespaces/default/configmaps",
+            json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}},
+        )
         assert reply.status_code == 400 and "kind" in reply.json()["message"]
         assert http.get("/api/v1/nodes").status_code == 200  # the server lives on
 
@@ -104,7 +109,9 @@ def test_merge_json_and_strategic_patches(core: client.CoreV1Api, ns: str, pod) 
     patched = core.patch_namespaced_pod("p", ns, {"metadata": {"labels": {"b": "2"}}})
     assert patched.metadata.labels == {"a": "1", "b": "2"}
     # strategic merge: containers merge by name
-    patched = core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}})
+    patched = core.patch_namespaced_pod(
+        "p", ns, {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}
+    )
     assert [(c.name, c.image) for c in patched.spec.containers] == [("main", "busybox:2")]
     assert patched.spec.containers[0].resources.requests == {"cpu": "1", "memory": "1Gi"}
     # JSON patch: a list body
@@ -113,8 +120,9 @@ def test_merge_json_and_strategic_patches(core: client.CoreV1Api, ns: str, pod) 
     # merge patch with null deletes
     cm = core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"x": "1", "y": "2"}})
     del cm
-    patched_cm = core.patch_namespaced_config_map("c", ns, {"data": {"x": None}},
-                                                  _content_type="application/merge-patch+json")
+    patched_cm = core.patch_namespaced_config_map(
+        "c", ns, {"data": {"x": None}}, _content_type="application/merge-patch+json"
+    )
     assert patched_cm.data == {"y": "2"}
 
 
@@ -128,10 +136,14 @@ def test_pod_spec_is_immutable_but_image_is_not(core: client.CoreV1Api, ns: str,
 def test_pod_status_subresource(core: client.CoreV1Api, ns: str, pod) -> None:
     core.create_namespaced_pod(ns, pod("p"))
     # the main resource ignores status changes
-    ignored = core.patch_namespaced_pod("p", ns, {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}})
+    ignored = core.patch_namespaced_pod(
+        "p", ns, {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}
+    )
     assert ignored.status.phase == "Pending" and ignored.metadata.labels == {"x": "y"}
     # the status subresource changes only status
-    changed = core.patch_namespaced_pod_status("p", ns, {"status": {"phase": "Failed"}, "metadata": {"labels": {"x": "z"}}})
+    changed = core.patch_namespaced_pod_status(
+        "p", ns, {"status": {"phase": "Failed"}, "metadata": {"labels": {"x": "z"}}}
+    )
     assert changed.status.phase == "Failed" and changed.metadata.labels == {"x": "y"}
     current = core.read_namespaced_pod_status("p", ns)
     current.status.message = "hello"
@@ -151,7 +163,9 @@ def test_finalizers_hold_deletion(core: client.CoreV1Api, ns: str) -> None:
 
 def test_delete_collection(core: client.CoreV1Api, ns: str) -> None:
     for i in range(3):
-        core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}", "labels": {"keep": str(i == 0).lower()}}})
+        core.create_namespaced_config_map(
+            ns, {"metadata": {"name": f"c{i}", "labels": {"keep": str(i == 0).lower()}}}
+        )
     core.delete_collection_namespaced_config_map(ns, label_selector="keep=false")
     assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c0"]
 
@@ -172,21 +186,32 @@ def test_cluster_scoped_and_other_groups(api_client: client.ApiClient) -> None:
     names = [p.metadata.name for p in sched.list_priority_class().items]
     assert {"high-crud", "system-node-critical", "system-cluster-critical"} <= set(names)
     coord = client.CoordinationV1Api(api_client)
-    lease = coord.create_namespaced_lease("default", {"metadata": {"name": "lahar-leader-crud"},
-                                                      "spec": {"holderIdentity": "me"}})
+    lease = coord.create_namespaced_lease(
+        "default", {"metadata": {"name": "lahar-leader-crud"}, "spec": {"holderIdentity": "me"}}
+    )
     assert lease.spec.holder_identity == "me"
     quota = client.CoreV1Api(api_client).create_namespaced_resource_quota(
-        "default", {"metadata": {"name": "q-crud"}, "spec": {"hard": {"pods": "10"}}})
+        "default", {"metadata": {"name": "q-crud"}, "spec": {"hard": {"pods": "10"}}}
+    )
     assert quota.spec.hard == {"pods": "10"}
     event = client.CoreV1Api(api_client).create_namespaced_event(
-        "default", {"metadata": {"name": "e-crud.123"}, "involvedObject": {"kind": "Pod", "name": "x"},
-                    "reason": "Scheduled", "message": "m", "type": "Normal"})
+        "default",
+        {
+            "metadata": {"name": "e-crud.123"},
+            "involvedObject": {"kind": "Pod", "name": "x"},
+            "reason": "Scheduled",
+            "message": "m",
+            "type": "Normal",
+        },
+    )
     assert event.reason == "Scheduled"
 
 
 def test_namespaces_are_not_enforced_but_listed(core: client.CoreV1Api, pod) -> None:
     core.create_namespaced_pod("no-such-namespace-crud", pod("p"))
-    assert core.read_namespaced_pod("p", "no-such-namespace-crud").metadata.namespace == "no-such-namespace-crud"
+    assert (
+        core.read_namespaced_pod("p", "no-such-namespace-crud").metadata.namespace == "no-such-namespace-crud"
+    )
     names = [n.metadata.name for n in core.list_namespace().items]
     assert "default" in names and "kube-system" in names
     core.delete_namespaced_pod("p", "no-such-namespace-crud")

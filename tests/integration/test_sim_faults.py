@@ -10,7 +10,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lahar.sim import bind_pod
-from lahar.sim.faults import FaultSpecError, Faults, apply_specs
+from lahar.sim.faults import Faults, FaultSpecError, apply_specs
 
 
 def test_injected_binding_errors(sim, core: client.CoreV1Api, ns: str, pod) -> None:
@@ -53,11 +53,19 @@ def test_injected_latency(sim, core: client.CoreV1Api, ns: str) -> None:
 
 def test_admin_endpoint(sim, ns: str) -> None:
     with httpx.Client(base_url=sim.url, trust_env=False) as http:
-        reply = http.put("/lahar-sim/v1/faults", json={"errorRate": {"create": 1.0}, "errorCodes": {"create": [500]}})
+        reply = http.put(
+            "/lahar-sim/v1/faults", json={"errorRate": {"create": 1.0}, "errorCodes": {"create": [500]}}
+        )
         assert reply.status_code == 200 and reply.json()["errorRate"] == {"create": 1.0}
-        assert http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code == 500
+        assert (
+            http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code
+            == 500
+        )
         http.put("/lahar-sim/v1/faults", json={})
-        assert http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code == 201
+        assert (
+            http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code
+            == 201
+        )
         bad = http.put("/lahar-sim/v1/faults", json={"latency": {"bogus": 1}})
         assert bad.status_code == 400 and "bogus" in bad.json()["message"]
 

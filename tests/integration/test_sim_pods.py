@@ -13,7 +13,9 @@ from lahar.sim import bind_pod
 
 def test_bind_pod_helper_and_conflict(core: client.CoreV1Api, ns: str, pod) -> None:
     created = core.create_namespaced_pod(ns, pod("b"))
-    bind_pod(core.api_client, ns, "b", "node-0002", uid=created.metadata.uid, annotations={"lahar.io/session": "7"})
+    bind_pod(
+        core.api_client, ns, "b", "node-0002", uid=created.metadata.uid, annotations={"lahar.io/session": "7"}
+    )
     bound = core.read_namespaced_pod("b", ns)
     assert bound.spec.node_name == "node-0002"
     assert bound.metadata.annotations == {"lahar.io/session": "7"}
@@ -23,7 +25,10 @@ def test_bind_pod_helper_and_conflict(core: client.CoreV1Api, ns: str, pod) -> N
     assert err.value.status == 409
     body = json.loads(err.value.body)
     assert body["reason"] == "Conflict"
-    assert body["message"] == 'Operation cannot be fulfilled on pods/binding "b": pod b is already assigned to node "node-0002"'
+    assert (
+        body["message"]
+        == 'Operation cannot be fulfilled on pods/binding "b": pod b is already assigned to node "node-0002"'
+    )
 
 
 def test_bind_missing_pod_is_404(core: client.CoreV1Api, ns: str) -> None:
@@ -53,8 +58,10 @@ def test_legacy_bindings_resource(core: client.CoreV1Api, ns: str, pod, sim) -> 
 
     core.create_namespaced_pod(ns, pod("l"))
     with httpx.Client(base_url=sim.url, trust_env=False) as http:
-        reply = http.post(f"/api/v1/namespaces/{ns}/bindings",
-                          json={"metadata": {"name": "l"}, "target": {"kind": "Node", "name": "node-0004"}})
+        reply = http.post(
+            f"/api/v1/namespaces/{ns}/bindings",
+            json={"metadata": {"name": "l"}, "target": {"kind": "Node", "name": "node-0004"}},
+        )
     assert reply.status_code == 201 and reply.json()["status"] == "Success"
     assert core.read_namespaced_pod("l", ns).spec.node_name == "node-0004"
 
@@ -63,20 +70,25 @@ def test_kubelet_phases_pending_running_succeeded(core: client.CoreV1Api, ns: st
     core.create_namespaced_pod(ns, pod("k", annotations={"sim.lahar.io/run-seconds": "0.3"}))
     assert core.read_namespaced_pod("k", ns).status.phase == "Pending"
     bind_pod(core.api_client, ns, "k", "node-0001")
-    running = wait_for(lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Running" and p,
-                       what="Running")
+    running = wait_for(
+        lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Running" and p, what="Running"
+    )
     assert running.status.pod_ip and running.status.host_ip and running.status.start_time
     assert running.status.container_statuses[0].state.running is not None
-    done = wait_for(lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Succeeded" and p,
-                    what="Succeeded")
+    done = wait_for(
+        lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Succeeded" and p, what="Succeeded"
+    )
     assert done.status.container_statuses[0].state.terminated.exit_code == 0
 
 
 def test_kubelet_failed_exit_code(core: client.CoreV1Api, ns: str, pod, wait_for) -> None:
-    core.create_namespaced_pod(ns, pod("f", annotations={"sim.lahar.io/run-seconds": "0.1",
-                                                         "sim.lahar.io/exit-code": "3"}))
+    core.create_namespaced_pod(
+        ns, pod("f", annotations={"sim.lahar.io/run-seconds": "0.1", "sim.lahar.io/exit-code": "3"})
+    )
     bind_pod(core.api_client, ns, "f", "node-0001")
-    failed = wait_for(lambda: (p := core.read_namespaced_pod("f", ns)).status.phase == "Failed" and p, what="Failed")
+    failed = wait_for(
+        lambda: (p := core.read_namespaced_pod("f", ns)).status.phase == "Failed" and p, what="Failed"
+    )
     assert failed.status.container_statuses[0].state.terminated.exit_code == 3
 
 
@@ -90,8 +102,9 @@ def test_eviction_terminating_then_gone(core: client.CoreV1Api, ns: str, pod, wa
     core.create_namespaced_pod(ns, pod("e", termination_grace_period_seconds=1))
     bind_pod(core.api_client, ns, "e", "node-0001")
     wait_for(lambda: core.read_namespaced_pod("e", ns).status.phase == "Running", what="Running")
-    core.create_namespaced_pod_eviction("e", ns, {"apiVersion": "policy/v1", "kind": "Eviction",
-                                                  "metadata": {"name": "e", "namespace": ns}})
+    core.create_namespaced_pod_eviction(
+        "e", ns, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "e", "namespace": ns}}
+    )
     terminating = core.read_namespaced_pod("e", ns)
     assert terminating.metadata.deletion_timestamp is not None
     assert terminating.metadata.deletion_grace_period_seconds == 1
@@ -135,9 +148,12 @@ def test_delete_bound_pod_waits_for_grace(core: client.CoreV1Api, ns: str, pod, 
     wait_for(gone, timeout=5, what="deletion after the grace period")
 
 
-def test_priority_class_resolves_to_priority(api_client: client.ApiClient, core: client.CoreV1Api, ns: str,
-                                             pod) -> None:
-    client.SchedulingV1Api(api_client).create_priority_class({"metadata": {"name": f"pc-{ns}"}, "value": 4242})
+def test_priority_class_resolves_to_priority(
+    api_client: client.ApiClient, core: client.CoreV1Api, ns: str, pod
+) -> None:
+    client.SchedulingV1Api(api_client).create_priority_class(
+        {"metadata": {"name": f"pc-{ns}"}, "value": 4242}
+    )
     created = core.create_namespaced_pod(ns, pod("pri", priority_class_name=f"pc-{ns}"))
     assert created.spec.priority == 4242
     with pytest.raises(ApiException) as err:

@@ -19,11 +19,21 @@ def labelled(core: client.CoreV1Api, ns: str, pod) -> str:
     return ns
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("app=x", ["a"]), ("app==x", ["a"]), ("app!=x", ["b", "c", "d"]), ("app in (x,y)", ["a", "b"]),
-    ("app notin (x, y)", ["c", "d"]), ("tier", ["a", "b"]), ("!tier", ["c", "d"]), ("app,!tier", ["c"]),
-    ("app in (x,y),tier=db", ["b"]), ("", ["a", "b", "c", "d"]),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=x", ["a"]),
+        ("app==x", ["a"]),
+        ("app!=x", ["b", "c", "d"]),
+        ("app in (x,y)", ["a", "b"]),
+        ("app notin (x, y)", ["c", "d"]),
+        ("tier", ["a", "b"]),
+        ("!tier", ["c", "d"]),
+        ("app,!tier", ["c"]),
+        ("app in (x,y),tier=db", ["b"]),
+        ("", ["a", "b", "c", "d"]),
+    ],
+)
 def test_label_selectors(core: client.CoreV1Api, labelled: str, selector: str, expected: list[str]) -> None:
     names = [p.metadata.name for p in core.list_namespaced_pod(labelled, label_selector=selector).items]
     assert names == expected
@@ -66,7 +76,9 @@ def test_node_labels_and_selectors(core: client.CoreV1Api) -> None:
     assert [n.metadata.name for n in gpu] == ["gpu-0001", "gpu-0002"]
     assert gpu[0].status.allocatable["nvidia.com/gpu"] == "4"
     assert gpu[0].spec.taints[0].key == "dedicated" and gpu[0].spec.taints[0].effect == "NoSchedule"
-    assert [n.metadata.name for n in core.list_node(field_selector="metadata.name=node-0003").items] == ["node-0003"]
+    assert [n.metadata.name for n in core.list_node(field_selector="metadata.name=node-0003").items] == [
+        "node-0003"
+    ]
 
 
 @pytest.mark.parametrize("text", ["a=", "a in ()", "a>3", "x/y=z", "a notin (b,c),d!=e"])

@@ -14,8 +14,10 @@ from kubernetes import client, watch
 def raw_watch(url: str, path: str, params: dict[str, Any], until: int, timeout: float = 10.0) -> list[dict]:
     """Read watch events with plain HTTP until ``until`` events arrived or the stream ended."""
     events: list[dict] = []
-    with httpx.Client(base_url=url, trust_env=False, timeout=timeout) as http, \
-            http.stream("GET", path, params={"watch": "true", **params}) as reply:
+    with (
+        httpx.Client(base_url=url, trust_env=False, timeout=timeout) as http,
+        http.stream("GET", path, params={"watch": "true", **params}) as reply,
+    ):
         assert reply.status_code == 200
         for line in reply.iter_lines():
             if line:
@@ -47,7 +49,9 @@ def test_official_client_watch_sees_live_events(core: client.CoreV1Api, ns: str,
     assert seen == [("ADDED", "w")]
 
 
-def test_watch_without_resource_version_starts_with_current_state(sim, core: client.CoreV1Api, ns: str) -> None:
+def test_watch_without_resource_version_starts_with_current_state(
+    sim, core: client.CoreV1Api, ns: str
+) -> None:
     core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
     events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/configmaps", {}, until=1)
     assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "x"
@@ -60,7 +64,9 @@ def test_gone_when_history_is_compacted_then_relist(make_sim) -> None:
     start = core.list_namespaced_config_map("default").metadata.resource_version
     for i in range(10):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
-    events = raw_watch(small.url, "/api/v1/namespaces/default/configmaps", {"resourceVersion": start}, until=1)
+    events = raw_watch(
+        small.url, "/api/v1/namespaces/default/configmaps", {"resourceVersion": start}, until=1
+    )
     assert events[0]["type"] == "ERROR"
     status = events[0]["object"]
     assert status["kind"] == "Status" and status["code"] == 410 and status["reason"] == "Expired"
@@ -69,8 +75,12 @@ def test_gone_when_history_is_compacted_then_relist(make_sim) -> None:
     relisted = core.list_namespaced_config_map("default")
     assert len(relisted.items) == 10
     core.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
-    events = raw_watch(small.url, "/api/v1/namespaces/default/configmaps",
-                       {"resourceVersion": relisted.metadata.resource_version}, until=1)
+    events = raw_watch(
+        small.url,
+        "/api/v1/namespaces/default/configmaps",
+        {"resourceVersion": relisted.metadata.resource_version},
+        until=1,
+    )
     assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "after"
     api.close()
 
@@ -83,8 +93,13 @@ def test_official_client_watch_raises_410(make_sim) -> None:
     for i in range(5):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
     try:
-        for _ in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start,
-                                      timeout_seconds=3, _request_timeout=5):
+        for _ in watch.Watch().stream(
+            core.list_namespaced_config_map,
+            "default",
+            resource_version=start,
+            timeout_seconds=3,
+            _request_timeout=5,
+        ):
             raise AssertionError("expected a 410")
     except client.exceptions.ApiException as exc:
         assert exc.status == 410
@@ -93,8 +108,12 @@ def test_official_client_watch_raises_410(make_sim) -> None:
 
 def test_bookmarks(sim, ns: str) -> None:
     # the session emulator sends bookmarks every 0.3 s
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/pods",
-                       {"resourceVersion": "1", "allowWatchBookmarks": "true"}, until=1)
+    events = raw_watch(
+        sim.url,
+        f"/api/v1/namespaces/{ns}/pods",
+        {"resourceVersion": "1", "allowWatchBookmarks": "true"},
+        until=1,
+    )
     bookmark = events[-1]
     assert bookmark["type"] == "BOOKMARK"
     assert int(bookmark["object"]["metadata"]["resourceVersion"]) > 1
@@ -103,9 +122,12 @@ def test_bookmarks(sim, ns: str) -> None:
 
 def test_initial_events_end_bookmark(sim, core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/configmaps",
-                       {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
-                        "allowWatchBookmarks": "true"}, until=2)
+    events = raw_watch(
+        sim.url,
+        f"/api/v1/namespaces/{ns}/configmaps",
+        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        until=2,
+    )
     assert events[0]["type"] == "ADDED"
     assert events[1]["type"] == "BOOKMARK"
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
@@ -113,8 +135,9 @@ def test_initial_events_end_bookmark(sim, core: client.CoreV1Api, ns: str) -> No
 
 def test_timeout_seconds_ends_the_watch(sim, ns: str) -> None:
     began = time.monotonic()
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/pods", {"resourceVersion": "1", "timeoutSeconds": "1"},
-                       until=100)
+    events = raw_watch(
+        sim.url, f"/api/v1/namespaces/{ns}/pods", {"resourceVersion": "1", "timeoutSeconds": "1"}, until=100
+    )
     elapsed = time.monotonic() - began
     assert events == [] and 0.8 <= elapsed < 5
 
@@ -125,11 +148,19 @@ def test_selector_transitions_are_added_and_deleted(sim, core: client.CoreV1Api,
     start = core.list_namespaced_pod(ns).metadata.resource_version
     core.create_namespaced_pod(ns, pod("t"))
     bind_pod(core.api_client, ns, "t", "node-0001")
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/pods",
-                       {"resourceVersion": start, "fieldSelector": "spec.nodeName="}, until=2)
+    events = raw_watch(
+        sim.url,
+        f"/api/v1/namespaces/{ns}/pods",
+        {"resourceVersion": start, "fieldSelector": "spec.nodeName="},
+        until=2,
+    )
     assert [e["type"] for e in events] == ["ADDED", "DELETED"]
     # the DELETED carries the last matching state at the binding's resourceVersion
     assert "nodeName" not in events[1]["object"]["spec"]
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/pods",
-                       {"resourceVersion": start, "fieldSelector": "spec.nodeName=node-0001"}, until=1)
+    events = raw_watch(
+        sim.url,
+        f"/api/v1/namespaces/{ns}/pods",
+        {"resourceVersion": start, "fieldSelector": "spec.nodeName=node-0001"},
+        until=1,
+    )
     assert events[0]["type"] == "ADDED" and events[0]["object"]["spec"]["nodeName"] == "node-0001"

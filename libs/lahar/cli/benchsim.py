@@ -39,15 +39,29 @@ def run(args: argparse.Namespace) -> int:
     if args.watchers < 0:
         print("lahar bench sim: --watchers: must not be negative", file=sys.stderr)
         return 2
-    result = bench(BenchConfig(list_pods=args.list_pods, binds=args.binds, watchers=args.watchers,
-                               concurrency=args.concurrency, nodes=args.nodes))
+    result = bench(
+        BenchConfig(
+            list_pods=args.list_pods,
+            binds=args.binds,
+            watchers=args.watchers,
+            concurrency=args.concurrency,
+            nodes=args.nodes,
+        )
+    )
     if args.output == "json":
         print(json.dumps(result, indent=2))
     else:
-        print(f"bindings/s with {result['watchers']} watchers: {result['bindings_per_second']:>10,.0f}"
-              f"   ({result['bindings']} binds, {result['binding_errors']} errors, every watcher saw every bind: "
-              f"{'yes' if result['watchers_saw_every_binding'] else 'NO'})")
-        print(f"list {result['list_pods']:,} pods:                 {result['list_50k_seconds']:>10.3f} s")
+        print(
+            f"bindings/s with {result['watchers']} watchers: {result['bindings_per_second']:>10,.0f}"
+            f"   ({result['bindings']} binds, {result['binding_errors']} errors, "
+            "every watcher saw every bind: "
+            f"{'yes' if result['watchers_saw_every_binding'] else 'NO'})"
+        )
+        print(
+            f"list {result['list_pods']:,} pods:                 {result['list_50k_seconds']:>10.3f} s"
+            f"   ({result['list_bytes'] / 1e6:.0f} MB; {result['list_50k_with_decode_seconds']:.3f} s with "
+            "msgspec decoding to dicts)"
+        )
         print(f"creates/s:                        {result['creates_per_second']:>10,.0f}")
     ok = result["watchers_saw_every_binding"] and not result["binding_errors"] and not result["create_errors"]
     return 0 if ok else 1

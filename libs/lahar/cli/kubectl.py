@@ -30,16 +30,24 @@ class CliError(Exception):
 
 def register(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    common.add_argument(
+        "--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+    )
     common.add_argument("--context", help="the kubeconfig context to use")
     common.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)")
 
-    p = sub.add_parser("apply", parents=[common], help="create or update objects from files (like kubectl apply)")
-    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -")
+    p = sub.add_parser(
+        "apply", parents=[common], help="create or update objects from files (like kubectl apply)"
+    )
+    p.add_argument(
+        "-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -"
+    )
     p.set_defaults(handler=run_apply)
 
     p = sub.add_parser("get", parents=[common], help="show objects (like kubectl get)")
-    p.add_argument("kind", metavar="KIND", help="resource: plural, singular, kind or short name (pods, pg, queue...)")
+    p.add_argument(
+        "kind", metavar="KIND", help="resource: plural, singular, kind or short name (pods, pg, queue...)"
+    )
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="list across all namespaces")
     p.add_argument("-l", "--selector", help="label selector, e.g. app=x,tier!=db")
@@ -47,10 +55,14 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", choices=("wide", "yaml", "json", "name"), help="output format")
     p.set_defaults(handler=run_get)
 
-    p = sub.add_parser("delete", parents=[common], help="delete objects by file or by kind and name (like kubectl delete)")
+    p = sub.add_parser(
+        "delete", parents=[common], help="delete objects by file or by kind and name (like kubectl delete)"
+    )
     p.add_argument("kind", nargs="?", metavar="KIND")
     p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE", help="YAML/JSON file, or -")
+    p.add_argument(
+        "-f", "--filename", action="append", default=[], metavar="FILE", help="YAML/JSON file, or -"
+    )
     p.add_argument("--grace-period", type=int, default=None, help="seconds to give the object to terminate")
     p.set_defaults(handler=run_delete)
 
@@ -63,9 +75,13 @@ class Cluster:
         from kubernetes import config, dynamic
         from kubernetes.config.config_exception import ConfigException
 
+        # The kubeconfig helpers are untyped; hold them as Any.
+        new_client: Any = config.new_client_from_config
+        list_contexts: Any = config.list_kube_config_contexts
+        dynamic_client: Any = dynamic.DynamicClient
         try:
-            api_client = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
-            contexts, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
+            api_client = new_client(config_file=args.kubeconfig, context=args.context)
+            contexts, active = list_contexts(config_file=args.kubeconfig)
         except (ConfigException, OSError) as exc:
             raise CliError(f"error: cannot load kubeconfig: {exc}") from None
         if args.context:
@@ -73,14 +89,16 @@ class Cluster:
         self.default_namespace = args.namespace or (active.get("context") or {}).get("namespace") or "default"
         self.host = api_client.configuration.host
         try:
-            self.dyn = dynamic.DynamicClient(api_client)
+            self.dyn = dynamic_client(api_client)
         except Exception as exc:
             raise self.connection_error(exc) from None
 
     def connection_error(self, exc: Exception) -> CliError:
         host = self.host.split("://", 1)[-1]
-        return CliError(f"The connection to the server {host} was refused - did you specify the right host or port? "
-                        f"({type(exc).__name__})")
+        return CliError(
+            f"The connection to the server {host} was refused - did you specify the right host or port? "
+            f"({type(exc).__name__})"
+        )
 
     def resource(self, name: str) -> Any:
         """A resource by plural, singular, kind, short name or ``plural.group``."""
@@ -102,7 +120,9 @@ class Cluster:
         from kubernetes.dynamic.resource import ResourceList
 
         for prefix in ("api", "apis"):
-            for group, versions in self.dyn.resources.parse_api_groups(request_resources=True)[prefix].items():
+            for group, versions in self.dyn.resources.parse_api_groups(request_resources=True)[
+                prefix
+            ].items():
                 del group
                 for version in versions.values():
                     for entries in version.resources.values():
@@ -116,8 +136,10 @@ class Cluster:
         try:
             return self.dyn.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
-            raise CliError(f'error: resource mapping not found for kind "{kind}" in version "{api_version}"; '
-                           "ensure CRDs are installed first") from None
+            raise CliError(
+                f'error: resource mapping not found for kind "{kind}" in version "{api_version}"; '
+                "ensure CRDs are installed first"
+            ) from None
 
 
 def display_name(res: Any) -> str:
@@ -147,7 +169,9 @@ def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
         for index, doc in enumerate(d for d in docs if d is not None):
             if not isinstance(doc, dict):
                 raise CliError(f"error: {path}: document {index}: not an object")
-            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") and "items" in doc else [doc]
+            items = (
+                doc.get("items") if str(doc.get("kind", "")).endswith("List") and "items" in doc else [doc]
+            )
             for item in items or []:
                 if not isinstance(item, dict) or not item.get("apiVersion") or not item.get("kind"):
                     raise CliError(f"error: {path}: document {index}: apiVersion and kind are required")
@@ -241,7 +265,9 @@ def _delete(args: argparse.Namespace) -> int:
     targets: list[tuple[str, Any, str, str | None]] = []
     for path, obj in load_documents(args.filename):
         res = cluster.resource_for(obj["apiVersion"], obj["kind"])
-        targets.append((f'error when deleting "{path}": ', res, obj["metadata"]["name"], _namespace(res, obj, cluster)))
+        targets.append(
+            (f'error when deleting "{path}": ', res, obj["metadata"]["name"], _namespace(res, obj, cluster))
+        )
     if args.kind:
         res = cluster.resource(args.kind)
         for name in args.names:
@@ -282,8 +308,11 @@ def _get(args: argparse.Namespace) -> int:
                     print(server_error(exc), file=sys.stderr)
                     failed = True
         else:
-            listed = res.get(namespace=namespace, label_selector=args.selector or None,
-                             field_selector=args.field_selector or None)
+            listed = res.get(
+                namespace=namespace,
+                label_selector=args.selector or None,
+                field_selector=args.field_selector or None,
+            )
             items = listed.to_dict().get("items") or []
     except DynamicApiError as exc:
         raise server_error(exc) from None
@@ -292,17 +321,23 @@ def _get(args: argparse.Namespace) -> int:
         print(f"No resources found{where}.", file=sys.stderr)
         return 0
     if items:
-        print_objects(res, items, args.output, single=len(args.names) == 1,
-                      all_namespaces=args.all_namespaces)
+        print_objects(
+            res, items, args.output, single=len(args.names) == 1, all_namespaces=args.all_namespaces
+        )
     return 1 if failed else 0
 
 
 def print_objects(res: Any, items: list[Obj], output: str | None, single: bool, all_namespaces: bool) -> None:
     if output in ("json", "yaml"):
-        doc: Any = items[0] if single and items else {
-            "apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
-        print(json.dumps(doc, indent=4) if output == "json" else yaml.safe_dump(doc, sort_keys=False), end="\n"
-              if output == "json" else "")
+        doc: Any = (
+            items[0]
+            if single and items
+            else {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+        )
+        print(
+            json.dumps(doc, indent=4) if output == "json" else yaml.safe_dump(doc, sort_keys=False),
+            end="\n" if output == "json" else "",
+        )
         return
     if output == "name":
         for item in items:
@@ -326,8 +361,9 @@ def table(res: Any, items: list[Obj], wide: bool) -> tuple[list[str], list[list[
         header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INTERNAL-IP"] if wide else [])
         return header, [_node_row(n, wide) for n in items]
     if kind == "Namespace":
-        return ["NAME", "STATUS", "AGE"], [[n["metadata"]["name"], (n.get("status") or {}).get("phase", ""),
-                                            age(n)] for n in items]
+        return ["NAME", "STATUS", "AGE"], [
+            [n["metadata"]["name"], (n.get("status") or {}).get("phase", ""), age(n)] for n in items
+        ]
     columns = _printer_columns(res, wide)
     header = ["NAME"] + [c["name"].upper() for c in columns]
     rows = [[item["metadata"]["name"]] + [_column(item, c) for c in columns] for item in items]
@@ -342,7 +378,9 @@ def _printer_columns(res: Any, wide: bool) -> list[Obj]:
     if not res.group or res.group.endswith("k8s.io"):
         return []
     try:
-        crds = res.client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+        crds = res.client.resources.get(
+            api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
+        )
         crd = crds.get(name=f"{res.name}.{res.group}").to_dict()
     except Exception:
         return []
@@ -371,8 +409,13 @@ def _pod_row(pod: Obj, wide: bool) -> list[str]:
     terminated = [((c.get("state") or {}).get("terminated") or {}).get("reason") for c in statuses]
     if phase in ("Succeeded", "Failed") and terminated and terminated[0]:
         phase = terminated[0]
-    row = [pod["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}", phase,
-           str(sum(int(c.get("restartCount") or 0) for c in statuses)), age(pod)]
+    row = [
+        pod["metadata"]["name"],
+        f"{ready}/{len(spec.get('containers') or [])}",
+        phase,
+        str(sum(int(c.get("restartCount") or 0) for c in statuses)),
+        age(pod),
+    ]
     if wide:
         row += [status.get("podIP") or "<none>", spec.get("nodeName") or "<none>"]
     return row
@@ -380,15 +423,29 @@ def _pod_row(pod: Obj, wide: bool) -> list[str]:
 
 def _node_row(node: Obj, wide: bool) -> list[str]:
     status = node.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    ready: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     state = "Ready" if ready.get("status") == "True" else "NotReady"
     if (node.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
     labels = node["metadata"].get("labels") or {}
-    roles = ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))) or "<none>"
-    row = [node["metadata"]["name"], state, roles, age(node), (status.get("nodeInfo") or {}).get("kubeletVersion", "")]
+    roles = (
+        ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")))
+        or "<none>"
+    )
+    row = [
+        node["metadata"]["name"],
+        state,
+        roles,
+        age(node),
+        (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+    ]
     if wide:
-        row.append(next((a["address"] for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), "<none>"))
+        row.append(
+            next(
+                (a["address"] for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
+                "<none>",
+            )
+        )
     return row
 
 

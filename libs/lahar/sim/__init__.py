@@ -27,11 +27,23 @@ if TYPE_CHECKING:
     from lahar.sim.server import Emulator, SimConfig, kubeconfig_for, write_kubeconfig
 
 _WHERE = {
-    "bind_pod": "lahar.sim.client", "binding_body": "lahar.sim.client", "SimProcess": "lahar.sim.process",
-    "Emulator": "lahar.sim.server", "SimConfig": "lahar.sim.server", "kubeconfig_for": "lahar.sim.server",
+    "bind_pod": "lahar.sim.client",
+    "binding_body": "lahar.sim.client",
+    "SimProcess": "lahar.sim.process",
+    "Emulator": "lahar.sim.server",
+    "SimConfig": "lahar.sim.server",
+    "kubeconfig_for": "lahar.sim.server",
     "write_kubeconfig": "lahar.sim.server",
 }
-__all__ = ["Emulator", "SimConfig", "SimProcess", "bind_pod", "binding_body", "kubeconfig_for", "write_kubeconfig"]
+__all__ = [
+    "Emulator",
+    "SimConfig",
+    "SimProcess",
+    "bind_pod",
+    "binding_body",
+    "kubeconfig_for",
+    "write_kubeconfig",
+]
 
 
 def __getattr__(name: str) -> Any:

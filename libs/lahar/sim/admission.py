@@ -56,8 +56,12 @@ class WebhookFailure(Exception):
 
 
 class Admission:
-    def __init__(self, store: Store, service_hosts: dict[str, str] | None = None,
-                 namespace_labels: Callable[[str], dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        service_hosts: dict[str, str] | None = None,
+        namespace_labels: Callable[[str], dict[str, str]] | None = None,
+    ) -> None:
         self.store = store
         self.service_hosts = service_hosts or {}
         self.namespace_labels = namespace_labels or (lambda ns: {"kubernetes.io/metadata.name": ns})
@@ -67,7 +71,9 @@ class Admission:
         """Cheap test for the hot path: are there any webhook configurations at all?"""
         if attrs_rtype.plural in _EXEMPT:
             return False
-        return any((t := self.store.tables.get(key)) is not None and t.objects for key in (MUTATING, VALIDATING))
+        return any(
+            (t := self.store.tables.get(key)) is not None and t.objects for key in (MUTATING, VALIDATING)
+        )
 
     def _hooks(self, key: tuple[str, str], attrs: Attributes) -> list[tuple[str, Obj]]:
         table = self.store.tables.get(key)
@@ -140,12 +146,17 @@ class Admission:
 
     async def _post(self, hook: Obj, attrs: Attributes) -> Obj:
         url = self._url(hook.get("clientConfig") or {})
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": _request(attrs)}
+        request = _request(attrs)
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
         timeout = float(hook.get("timeoutSeconds") or 10)
         client = self._client(hook.get("clientConfig", {}).get("caBundle") or "")
         try:
-            reply = await client.post(url, content=msgspec.json.encode(review), timeout=timeout,
-                                      headers={"Content-Type": "application/json"})
+            reply = await client.post(
+                url,
+                content=msgspec.json.encode(review),
+                timeout=timeout,
+                headers={"Content-Type": "application/json"},
+            )
         except httpx.TimeoutException:
             raise WebhookFailure(f'failed to call webhook: Post "{url}": context deadline exceeded') from None
         except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
@@ -157,8 +168,10 @@ class Admission:
             response = body["response"]
         except (msgspec.DecodeError, KeyError, TypeError):
             raise WebhookFailure("received invalid webhook response: not an AdmissionReview") from None
-        if not isinstance(response, dict) or response.get("uid") != review["request"]["uid"]:
-            raise WebhookFailure("received invalid webhook response: expected response.uid to match the request")
+        if not isinstance(response, dict) or response.get("uid") != request["uid"]:
+            raise WebhookFailure(
+                "received invalid webhook response: expected response.uid to match the request"
+            )
         return response
 
     def _url(self, config: Obj) -> str:
@@ -166,7 +179,10 @@ class Admission:
             return str(config["url"])
         svc = config.get("service") or {}
         ref = f"{svc.get('namespace', 'default')}/{svc.get('name', '')}"
-        host = self.service_hosts.get(ref) or f"{svc.get('name')}.{svc.get('namespace', 'default')}.svc:{svc.get('port', 443)}"
+        host = (
+            self.service_hosts.get(ref)
+            or f"{svc.get('name')}.{svc.get('namespace', 'default')}.svc:{svc.get('port', 443)}"
+        )
         path = svc.get("path") or "/"
         return f"https://{host}{path}"
 
@@ -188,8 +204,11 @@ def _rule_matches(rule: Obj, attrs: Attributes) -> bool:
         return isinstance(values, list) and ("*" in values or value in values)
 
     rtype = attrs.rtype
-    if not (has(rule.get("operations"), attrs.operation) and has(rule.get("apiGroups"), rtype.group)
-            and has(rule.get("apiVersions"), rtype.version)):
+    if not (
+        has(rule.get("operations"), attrs.operation)
+        and has(rule.get("apiGroups"), rtype.group)
+        and has(rule.get("apiVersions"), rtype.version)
+    ):
         return False
     scope = rule.get("scope", "*")
     if scope != "*" and (scope == "Namespaced") != rtype.namespaced:
@@ -198,7 +217,9 @@ def _rule_matches(rule: Obj, attrs: Attributes) -> bool:
         res, _, sub = str(entry).partition("/")
         if res not in ("*", rtype.plural):
             continue
-        if (not sub and not attrs.subresource) or (sub and sub in ("*", attrs.subresource) and attrs.subresource):
+        if (not sub and not attrs.subresource) or (
+            sub and sub in ("*", attrs.subresource) and attrs.subresource
+        ):
             return True
     return False
 
@@ -236,7 +257,12 @@ def _apply(hook: Obj, patch: str, patch_type: Any, obj: Obj) -> Obj:
     try:
         ops = msgspec.json.decode(base64.b64decode(patch))
         result = jsonpatch.apply_patch(obj, ops, in_place=False)
-    except (ValueError, msgspec.DecodeError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+    except (
+        ValueError,
+        msgspec.DecodeError,
+        jsonpatch.JsonPatchException,
+        jsonpatch.JsonPointerException,
+    ) as exc:
         raise internal(f'failed calling webhook "{name}": failed to apply the patch: {exc}') from None
     if not isinstance(result, dict):
         raise internal(f'failed calling webhook "{name}": the patch did not produce an object')

@@ -90,7 +90,7 @@ class Api:
         entry = self._entry(t)
         return 200, entry.raw
 
-    def list(self, t: Target, query: Query) -> Reply:
+    def list_objects(self, t: Target, query: Query) -> Reply:
         table = self.table(t.rtype)
         match = matcher(t.rtype, query)
         limit = int_option(query.get("limit"), "limit") or 0
@@ -111,10 +111,19 @@ class Api:
                 items.append(entry.raw)
         meta: Obj = {"resourceVersion": str(self.store.rv)}
         if next_key:
-            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": self.store.rv, "start": next_key})).decode()
+            meta["continue"] = base64.urlsafe_b64encode(
+                _encode({"rv": self.store.rv, "start": next_key})
+            ).decode()
         rtype = t.rtype
-        head = (b'{"kind":"' + rtype.list_kind.encode() + b'","apiVersion":"' + rtype.api_version.encode()
-                + b'","metadata":' + _encode(meta) + b',"items":[')
+        head = (
+            b'{"kind":"'
+            + rtype.list_kind.encode()
+            + b'","apiVersion":"'
+            + rtype.api_version.encode()
+            + b'","metadata":'
+            + _encode(meta)
+            + b',"items":['
+        )
         return 200, head + b",".join(items) + b"]}"
 
     def _entry(self, t: Target) -> Entry:
@@ -134,12 +143,26 @@ class Api:
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and not meta.get("generateName"):
-            raise invalid(rtype.kind, rtype.group, "", [("metadata.name", "Required value: name or generateName is required")])
+            raise invalid(
+                rtype.kind,
+                rtype.group,
+                "",
+                [("metadata.name", "Required value: name or generateName is required")],
+            )
         self._defaults(rtype, obj)
         dry_run = _dry_run(query)
         if self.admission.active(rtype):
-            attrs = Attributes(rtype, "", "CREATE", t.namespace, meta.get("name", ""), obj, None, dry_run,
-                               {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"})
+            attrs = Attributes(
+                rtype,
+                "",
+                "CREATE",
+                t.namespace,
+                meta.get("name", ""),
+                obj,
+                None,
+                dry_run,
+                {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            )
             obj = await self.admission.mutate(attrs) or obj
             self._before_create(rtype, obj)
             attrs.obj = obj
@@ -160,12 +183,16 @@ class Api:
         if t.rtype.namespaced:
             ns = meta.get("namespace")
             if ns and ns != t.namespace:
-                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = t.namespace
         else:
             meta.pop("namespace", None)
         if t.name is not None and meta.get("name") and meta["name"] != t.name:
-            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
+            raise bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})"
+            )
         if t.name is not None and not meta.get("name"):
             meta["name"] = t.name
 
@@ -182,11 +209,16 @@ class Api:
         table = self.store.tables.get(("scheduling.k8s.io", "priorityclasses"))
         objects = table.objects if table is not None else {}
         name = spec.get("priorityClassName")
+        pc: Obj | None
         if name:
             entry = objects.get(name)
             if entry is None:
-                raise ApiError(403, "Forbidden", f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" '
-                               f"is forbidden: no PriorityClass with name {name} was found")
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" '
+                    f"is forbidden: no PriorityClass with name {name} was found",
+                )
             pc = entry.obj
         else:
             pc = next((e.obj for e in objects.values() if e.obj.get("globalDefault")), None)
@@ -194,8 +226,12 @@ class Api:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = pc.get("value", 0) if pc is not None else 0
         if "priority" in spec and spec["priority"] != value:
-            raise ApiError(403, "Forbidden", "the integer value of priority must not be provided in pod spec; "
-                           "priority admission controller computed the value from the given PriorityClass name")
+            raise ApiError(
+                403,
+                "Forbidden",
+                "the integer value of priority must not be provided in pod spec; "
+                "priority admission controller computed the value from the given PriorityClass name",
+            )
         spec["priority"] = value
         if pc is not None:
             spec.setdefault("preemptionPolicy", pc.get("preemptionPolicy", "PreemptLowerPriority"))
@@ -265,8 +301,17 @@ class Api:
                 raise conflict(rtype.plural, rtype.group, entry.obj["metadata"]["name"], STALE)
             new = self._merge_update(t, obj, entry.obj)
             if self.admission.active(rtype):
-                attrs = Attributes(rtype, t.subresource, "UPDATE", t.namespace, t.name or "", new, entry.obj,
-                                   dry_run, {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"})
+                attrs = Attributes(
+                    rtype,
+                    t.subresource,
+                    "UPDATE",
+                    t.namespace,
+                    t.name or "",
+                    new,
+                    entry.obj,
+                    dry_run,
+                    {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
+                )
                 new = await self.admission.mutate(attrs) or new
                 new = self._merge_update(t, new, entry.obj)
                 attrs.obj = new
@@ -292,7 +337,13 @@ class Api:
                 merged.pop("status", None)
             return merged
         meta, old_meta = dict(new["metadata"]), old["metadata"]
-        for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        for field in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
             if field in old_meta:
                 meta[field] = old_meta[field]
             else:
@@ -328,7 +379,11 @@ class Api:
     def commit(self, table: Table, new: Obj, old: Obj | None) -> bytes:
         """Write ``new``; an object being deleted whose last finalizer went is removed instead."""
         meta = new["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+        ):
             return _encode(self.store.remove(table, new))
         return self.store.put(table, new, old).raw
 
@@ -339,8 +394,17 @@ class Api:
         options = delete_options(body, query)
         _check_preconditions(t.rtype, entry, options)
         if self.admission.active(t.rtype):
-            attrs = Attributes(t.rtype, "", "DELETE", t.namespace, t.name or "", None, entry.obj,
-                               _dry_run(query), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options})
+            attrs = Attributes(
+                t.rtype,
+                "",
+                "DELETE",
+                t.namespace,
+                t.name or "",
+                None,
+                entry.obj,
+                _dry_run(query),
+                {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options},
+            )
             await self.admission.validate(attrs)
             entry = self._entry(t)
         if _dry_run(query):
@@ -351,7 +415,9 @@ class Api:
         table = self.table(t.rtype)
         match = matcher(t.rtype, query)
         options = delete_options(body, query)
-        keys = _namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
+        keys = (
+            _namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
+        )
         items = []
         for key in keys:
             entry = table.objects.get(key)
@@ -359,21 +425,26 @@ class Api:
                 continue
             if self.admission.active(t.rtype):
                 name = entry.obj["metadata"]["name"]
-                attrs = Attributes(t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, _dry_run(query), None)
+                attrs = Attributes(
+                    t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, _dry_run(query), None
+                )
                 await self.admission.validate(attrs)
             if not _dry_run(query):
                 items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds")))
         rtype = t.rtype
-        return 200, _encode({"kind": rtype.list_kind, "apiVersion": rtype.api_version,
-                             "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
+        return 200, _encode(
+            {
+                "kind": rtype.list_kind,
+                "apiVersion": rtype.api_version,
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": items,
+            }
+        )
 
     def delete_object(self, table: Table, entry: Entry, grace: int | None) -> Obj:
         """Delete now, or mark the object as being deleted (graceful pods, finalizers)."""
         obj, meta = entry.obj, entry.obj["metadata"]
-        if table.rtype.key == _PODS:
-            grace = pod_grace(obj, grace)
-        else:
-            grace = 0
+        grace = pod_grace(obj, grace) if table.rtype.key == _PODS else 0
         if grace > 0:
             deadline = time.time() + grace
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace:
@@ -383,8 +454,11 @@ class Api:
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) == 0:
                 return obj
-            new_meta = {**meta, "deletionTimestamp": meta.get("deletionTimestamp") or iso(),
-                        "deletionGracePeriodSeconds": 0}
+            new_meta = {
+                **meta,
+                "deletionTimestamp": meta.get("deletionTimestamp") or iso(),
+                "deletionGracePeriodSeconds": 0,
+            }
             return self.store.put(table, {**obj, "metadata": new_meta}, obj).obj
         if table.rtype.key == _NAMESPACES:
             self._empty_namespace(meta["name"])
@@ -439,8 +513,14 @@ _PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
 }
 _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
     _PODS: strategies.validate_pod,
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): strategies.validate_webhook_configuration,
-    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): strategies.validate_webhook_configuration,
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    ): strategies.validate_webhook_configuration,
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+    ): strategies.validate_webhook_configuration,
     ("scheduling.k8s.io", "priorityclasses"): strategies.validate_priority_class,
 }
 
@@ -482,12 +562,20 @@ def _check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> Non
     pre = options.get("preconditions") or {}
     meta = entry.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta["uid"]:
-        raise conflict(rtype.plural, rtype.group, meta["name"],
-                       f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}")
+        raise conflict(
+            rtype.plural,
+            rtype.group,
+            meta["name"],
+            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+        )
     if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-        raise conflict(rtype.plural, rtype.group, meta["name"],
-                       f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                       f"ResourceVersion in object meta: {meta['resourceVersion']}")
+        raise conflict(
+            rtype.plural,
+            rtype.group,
+            meta["name"],
+            f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+            f"ResourceVersion in object meta: {meta['resourceVersion']}",
+        )
 
 
 def _dry_run(query: Query) -> bool:

@@ -33,8 +33,9 @@ ADMIN = "/lahar-sim/v1/faults"
 
 
 class App:
-    def __init__(self, api: Api, faults: Faults, server_address: str = "127.0.0.1:0",
-                 bookmark_interval: float = 5.0) -> None:
+    def __init__(
+        self, api: Api, faults: Faults, server_address: str = "127.0.0.1:0", bookmark_interval: float = 5.0
+    ) -> None:
         self.api = api
         self.faults = faults
         self.server_address = server_address
@@ -53,7 +54,9 @@ class App:
             if method == "GET" and (query.get("watch") in ("true", "1") or _is_watch_path(path)):
                 await self._watch(path, query, receive, send)
                 return
-            status, payload, headers = await self._dispatch(method, path, query, body, _header(scope, b"content-type"))
+            status, payload, headers = await self._dispatch(
+                method, path, query, body, _header(scope, b"content-type")
+            )
         except ApiError as exc:
             status, payload, headers = exc.code, exc.body(), exc.headers
         except Exception as exc:  # one bad request must never take the server down
@@ -64,8 +67,9 @@ class App:
 
     # --- routing ----------------------------------------------------------------------------------
 
-    async def _dispatch(self, method: str, path: str, query: dict[str, str], body: bytes,
-                        content_type: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    async def _dispatch(
+        self, method: str, path: str, query: dict[str, str], body: bytes, content_type: str
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] in ("api", "apis") and method in _VERB:
             discovery = self._discovery(parts)
@@ -146,7 +150,9 @@ class App:
         if rtype.namespaced != (namespace is not None) and len(rest) > 1:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         sub = rest[2] if len(rest) == 3 else ""
-        if sub and sub != "status" and sub not in rtype.extra_subresources or sub == "status" and not rtype.status:
+        if (sub and sub != "status" and sub not in rtype.extra_subresources) or (
+            sub == "status" and not rtype.status
+        ):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return Target(rtype, namespace, rest[1] if len(rest) >= 2 else None, sub)
 
@@ -158,14 +164,15 @@ class App:
             return {"GET": "list", "DELETE": "deletecollection"}.get(method, _VERB[method])
         return _VERB[method]
 
-    async def _resource(self, method: str, t: Target, query: dict[str, str], body: bytes,
-                        content_type: str) -> tuple[int, bytes]:
+    async def _resource(
+        self, method: str, t: Target, query: dict[str, str], body: bytes, content_type: str
+    ) -> tuple[int, bytes]:
         api, rtype = self.api, t.rtype
         if "create" not in rtype.verbs or rtype.verbs == ("create",):
             return await self._create_only(method, t, query, body)
         if t.name is None:
             if method == "GET":
-                return api.list(t, query)
+                return api.list_objects(t, query)
             if method == "POST":
                 return await api.create(t, body, query)
             if method == "DELETE":
@@ -186,7 +193,9 @@ class App:
             return await api.delete(t, body, query)
         raise method_not_allowed()
 
-    async def _create_only(self, method: str, t: Target, query: dict[str, str], body: bytes) -> tuple[int, bytes]:
+    async def _create_only(
+        self, method: str, t: Target, query: dict[str, str], body: bytes
+    ) -> tuple[int, bytes]:
         # The legacy ``bindings`` resource: POST /api/v1/namespaces/NS/bindings.
         if method != "POST" or t.name is not None:
             raise method_not_allowed()
@@ -265,4 +274,5 @@ def _is_watch_path(path: str) -> bool:
     """The legacy ``/api/v1/watch/...`` and ``/apis/G/V/watch/...`` forms."""
     parts = path.split("/")
     return (len(parts) > 3 and parts[1] == "api" and parts[3] == "watch") or (
-        len(parts) > 4 and parts[1] == "apis" and parts[4] == "watch")
+        len(parts) > 4 and parts[1] == "apis" and parts[4] == "watch"
+    )

@@ -16,24 +16,42 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 
-def binding_body(namespace: str, name: str, node: str, uid: str | None = None,
-                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def binding_body(
+    namespace: str, name: str, node: str, uid: str | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if uid:
         meta["uid"] = uid
     if annotations:
         meta["annotations"] = dict(annotations)
-    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
 
 
-def bind_pod(api_client: client.ApiClient, namespace: str, name: str, node: str, *, uid: str | None = None,
-             annotations: dict[str, str] | None = None, timeout: float | None = None) -> None:
+def bind_pod(
+    api_client: client.ApiClient,
+    namespace: str,
+    name: str,
+    node: str,
+    *,
+    uid: str | None = None,
+    annotations: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> None:
     """Bind ``namespace/name`` to ``node``; ``uid`` makes the binding conditional on the pod's uid."""
-    core = client.CoreV1Api(api_client)
+    # The generated signature wants a V1Binding and returns one; with _preload_content=False
+    # it takes our dict and returns the raw urllib3 response, hence Any.
+    core: Any = client.CoreV1Api(api_client)
     response = core.create_namespaced_pod_binding(
-        name, namespace, binding_body(namespace, name, node, uid, annotations),
-        _preload_content=False, _request_timeout=timeout,
+        name,
+        namespace,
+        binding_body(namespace, name, node, uid, annotations),
+        _preload_content=False,
+        _request_timeout=timeout,
     )
     try:
         data = response.data

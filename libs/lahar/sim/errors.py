@@ -54,7 +54,13 @@ def status_object(
 
 
 def success_status(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
+    status: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": code,
+    }
     if details:
         status["details"] = details
     return status
@@ -117,13 +123,23 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 
 def unsupported_media(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; got {content_type!r}")
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json; "
+        f"got {content_type!r}",
+    )
 
 
 def internal(message: str) -> ApiError:
-    return ApiError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+    return ApiError(
+        500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
+    )

@@ -15,8 +15,20 @@ from typing import Any
 
 from lahar.sim.errors import ApiError
 
-VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
-         "binding", "eviction", "status", "*")
+VERBS = (
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "binding",
+    "eviction",
+    "status",
+    "*",
+)
 _DURATION = re.compile(r"^([0-9]*\.?[0-9]+)(ms|s|us)?$")
 
 
@@ -71,18 +83,29 @@ class Faults:
             raise injected(self.rng.choice(self.error_codes.get(key, (500, 429))), verb)
 
     def to_json(self) -> dict[str, Any]:
-        return {"latency": dict(self.latency), "errorRate": dict(self.error_rate),
-                "errorCodes": {k: list(v) for k, v in self.error_codes.items()}}
+        return {
+            "latency": dict(self.latency),
+            "errorRate": dict(self.error_rate),
+            "errorCodes": {k: list(v) for k, v in self.error_codes.items()},
+        }
 
 
 def injected(code: int, verb: str) -> ApiError:
     if code == 429:
-        return ApiError(429, "TooManyRequests", f"the server has received too many requests and has asked us to try "
-                        f"again later (injected fault on {verb})", {"retryAfterSeconds": 1},
-                        headers=[(b"retry-after", b"1")])
+        return ApiError(
+            429,
+            "TooManyRequests",
+            f"the server has received too many requests and has asked us to try "
+            f"again later (injected fault on {verb})",
+            {"retryAfterSeconds": 1},
+            headers=[(b"retry-after", b"1")],
+        )
     if code == 503:
-        return ApiError(503, "ServiceUnavailable", f"the server is currently unable to handle the request "
-                        f"(injected fault on {verb})")
+        return ApiError(
+            503,
+            "ServiceUnavailable",
+            f"the server is currently unable to handle the request (injected fault on {verb})",
+        )
     return ApiError(500, "InternalError", f"Internal error occurred: injected fault on {verb}")
 
 
@@ -120,5 +143,7 @@ def apply_specs(faults: Faults, latency: list[str], error_rate: list[str]) -> No
             rate = float(rate_text)
             codes = tuple(int(c) for c in codes_text.split("+")) if codes_text else (500, 429)
         except ValueError:
-            raise FaultSpecError(f"--error-rate {spec!r}: expected VERB=RATE[:CODE[+CODE]], e.g. binding=0.01:429") from None
+            raise FaultSpecError(
+                f"--error-rate {spec!r}: expected VERB=RATE[:CODE[+CODE]], e.g. binding=0.01:429"
+            ) from None
         faults.set_error_rate(verb, rate, codes)

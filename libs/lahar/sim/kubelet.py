@@ -98,17 +98,39 @@ class Kubelet:
         n = next(self._ips)
         host_ip = self._host_ip(pod["spec"]["nodeName"])
         pod_ip = f"10.{244 + (n >> 16) % 10}.{(n >> 8) & 255}.{n & 255}"
-        conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
-                      if c.get("type") not in ("Initialized", "Ready", "ContainersReady", "PodReadyToStartContainers")]
+        conditions = [
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") not in ("Initialized", "Ready", "ContainersReady", "PodReadyToStartContainers")
+        ]
         for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
-            conditions.append({"type": ctype, "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
-        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "",
-                       "containerID": f"sim://{pod['metadata']['uid'][:8]}-{c.get('name', '')}",
-                       "ready": True, "started": True, "restartCount": 0,
-                       "state": {"running": {"startedAt": now}}} for c in pod["spec"].get("containers") or []]
-        return {**(pod.get("status") or {}), "phase": "Running", "conditions": conditions,
-                "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
-                "startTime": now, "containerStatuses": containers}
+            conditions.append(
+                {"type": ctype, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+            )
+        containers = [
+            {
+                "name": c.get("name", ""),
+                "image": c.get("image", ""),
+                "imageID": "",
+                "containerID": f"sim://{pod['metadata']['uid'][:8]}-{c.get('name', '')}",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"].get("containers") or []
+        ]
+        return {
+            **(pod.get("status") or {}),
+            "phase": "Running",
+            "conditions": conditions,
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "containerStatuses": containers,
+        }
 
     def _host_ip(self, node: str) -> str:
         entry = self.api.store.get(self.api.rtype("", "nodes"), None, node)
@@ -131,14 +153,25 @@ class Kubelet:
         reason = "PodCompleted" if code == 0 else "PodFailed"
         status["conditions"] = [
             {**c, "status": "False", "reason": reason, "lastTransitionTime": now}
-            if c.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers") else c
+            if c.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers")
+            else c
             for c in status.get("conditions") or []
         ]
         status["containerStatuses"] = [
-            {**c, "ready": False, "started": False,
-             "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                      "startedAt": (c.get("state") or {}).get("running", {}).get("startedAt", now),
-                                      "finishedAt": now, "containerID": c.get("containerID", "")}}}
+            {
+                **c,
+                "ready": False,
+                "started": False,
+                "state": {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": "Completed" if code == 0 else "Error",
+                        "startedAt": (c.get("state") or {}).get("running", {}).get("startedAt", now),
+                        "finishedAt": now,
+                        "containerID": c.get("containerID", ""),
+                    }
+                },
+            }
             for c in status.get("containerStatuses") or []
         ]
         self._write({**pod, "status": status}, pod)

@@ -30,8 +30,9 @@ class NodeSpecError(ValueError):
 
 
 class NodeSpec:
-    def __init__(self, count: int, prefix: str, resources: dict[str, str], labels: dict[str, str],
-                 taints: list[Obj]) -> None:
+    def __init__(
+        self, count: int, prefix: str, resources: dict[str, str], labels: dict[str, str], taints: list[Obj]
+    ) -> None:
         self.count = count
         self.prefix = prefix
         self.resources = resources
@@ -70,16 +71,20 @@ def parse_spec(text: str) -> NodeSpec:
                 raise NodeSpecError(f"{where}: {key}: {exc}") from None
             resources[key] = value
         else:
-            raise NodeSpecError(f"{where}: unknown key {key!r}; use a resource name (cpu, memory, pods, "
-                                "vendor.com/name), label.K=V, taint.K=V:Effect or name=PREFIX")
+            raise NodeSpecError(
+                f"{where}: unknown key {key!r}; use a resource name (cpu, memory, pods, "
+                "vendor.com/name), label.K=V, taint.K=V:Effect or name=PREFIX"
+            )
     return NodeSpec(count, prefix, resources, labels, taints)
 
 
 def _taint(where: str, key: str, value: str) -> Obj:
     val, sep, effect = value.rpartition(":")
     if not sep or effect not in _EFFECTS:
-        raise NodeSpecError(f"{where}: taint.{key}: effect {effect or value!r} must be one of {', '.join(_EFFECTS)} "
-                            "(taint.KEY=VALUE:EFFECT)")
+        raise NodeSpecError(
+            f"{where}: taint.{key}: effect {effect or value!r} must be one of {', '.join(_EFFECTS)} "
+            "(taint.KEY=VALUE:EFFECT)"
+        )
     if not key:
         raise NodeSpecError(f"{where}: taint needs a key (taint.KEY=VALUE:EFFECT)")
     taint: Obj = {"key": key, "effect": effect}
@@ -105,20 +110,35 @@ def build_nodes(specs: Iterable[NodeSpec]) -> list[Obj]:
 
 def node_object(name: str, spec: NodeSpec, serial: int) -> Obj:
     ip = f"10.{(serial >> 16) % 256}.{(serial >> 8) & 255}.{serial & 255}"
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", **spec.labels}
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+        **spec.labels,
+    }
     node: Obj = {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {"taints": list(spec.taints)} if spec.taints else {},
         "status": {
             "capacity": dict(spec.resources),
             "allocatable": dict(spec.resources),
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.32.0-lahar-sim", "containerRuntimeVersion": "sim://1.0",
-                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "Lahar simulated node",
-                         "kernelVersion": "6.0.0", "machineID": "", "systemUUID": "", "bootID": "",
-                         "kubeProxyVersion": ""},
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0-lahar-sim",
+                "containerRuntimeVersion": "sim://1.0",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "Lahar simulated node",
+                "kernelVersion": "6.0.0",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kubeProxyVersion": "",
+            },
         },
     }
     return node
@@ -135,11 +155,17 @@ def load_nodes_file(path: str) -> list[Obj]:
         raise NodeSpecError(f"--nodes-file {path}: not YAML: {exc}") from None
     nodes: list[Obj] = []
     for doc in docs:
-        items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+        items = (
+            doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+        )
         for i, item in enumerate(items or []):
             if not isinstance(item, dict) or item.get("kind") != "Node":
-                raise NodeSpecError(f"--nodes-file {path}: document {len(nodes) + i}: not a Node (kind: Node)")
+                raise NodeSpecError(
+                    f"--nodes-file {path}: document {len(nodes) + i}: not a Node (kind: Node)"
+                )
             if not (item.get("metadata") or {}).get("name"):
-                raise NodeSpecError(f"--nodes-file {path}: document {len(nodes) + i}: metadata.name is required")
+                raise NodeSpecError(
+                    f"--nodes-file {path}: document {len(nodes) + i}: metadata.name is required"
+                )
             nodes.append(item)
     return nodes

@@ -44,11 +44,13 @@ def decode_object(body: bytes, rtype: ResourceType) -> Obj:
 
 def check_kind(obj: Obj, rtype: ResourceType) -> None:
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if api_version and api_version != rtype.api_version:
-        # Custom resources may be written at any served version of their group.
-        if not (rtype.custom and str(api_version).startswith(rtype.group + "/")):
-            raise bad_request(f"the API version in the data ({api_version}) does not match the expected "
-                              f"API version ({rtype.api_version})")
+    # Custom resources may be written at any served version of their group.
+    custom_ok = rtype.custom and str(api_version).startswith(rtype.group + "/")
+    if api_version and api_version != rtype.api_version and not custom_ok:
+        raise bad_request(
+            f"the API version in the data ({api_version}) does not match the expected "
+            f"API version ({rtype.api_version})"
+        )
     if kind and kind != rtype.kind:
         raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})")
     obj["apiVersion"] = rtype.api_version

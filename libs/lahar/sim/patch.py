@@ -57,19 +57,29 @@ def apply_patch(content_type: str, target: Obj, patch: Any, strategic_allowed: b
     if content_type == MERGE_PATCH:
         if not isinstance(patch, dict):
             raise bad_request("merge patch: the body must be a JSON object")
-        return merge_patch(target, patch)
+        merged: Obj = merge_patch(target, patch)
+        return merged
     if content_type == STRATEGIC:
         if not strategic_allowed:
-            raise ApiError(415, "UnsupportedMediaType",
-                           "strategic merge patch is not supported for custom resources; use merge patch or JSON patch")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "strategic merge patch is not supported for custom resources; use merge patch or JSON patch",
+            )
         if not isinstance(patch, dict):
             raise bad_request("strategic merge patch: the body must be a JSON object")
-        return strategic_merge(target, patch)
+        result: Obj = strategic_merge(target, patch)
+        return result
     if content_type == APPLY_PATCH:
-        raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the Lahar emulator")
-    raise ApiError(415, "UnsupportedMediaType",
-                   f"the body of the request was in an unknown format - accepted media types include: "
-                   f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC}; got {content_type!r}")
+        raise ApiError(
+            415, "UnsupportedMediaType", "server-side apply is not supported by the Lahar emulator"
+        )
+    raise ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC}; got {content_type!r}",
+    )
 
 
 def _json_patch(target: Obj, patch: Any) -> Obj:
@@ -78,7 +88,9 @@ def _json_patch(target: Obj, patch: Any) -> Obj:
     try:
         result = jsonpatch.apply_patch(target, patch, in_place=False)
     except jsonpatch.JsonPatchConflict as exc:
-        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}") from None
+        raise ApiError(
+            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
+        ) from None
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
         raise bad_request(f"json patch: {exc}") from None
     if not isinstance(result, dict):
@@ -136,7 +148,7 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     if not isinstance(current, list):
         current = []
     if field in PRIMITIVE_MERGE:
-        return current + [v for v in patch if v not in current]
+        return [*current, *(v for v in patch if v not in current)]
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(item, dict) for item in patch):
         return copy.deepcopy(patch)
@@ -144,8 +156,10 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
         return [copy.deepcopy(i) for i in patch if i.get("$patch") != "replace"]
     merged = list(current)
     for item in patch:
-        index = next((i for i, cur in enumerate(merged) if isinstance(cur, dict) and cur.get(key) == item.get(key)),
-                     None)
+        index = next(
+            (i for i, cur in enumerate(merged) if isinstance(cur, dict) and cur.get(key) == item.get(key)),
+            None,
+        )
         if item.get("$patch") == "delete":
             if index is not None:
                 del merged[index]

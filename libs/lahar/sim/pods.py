@@ -27,7 +27,9 @@ def _body(body: bytes, kind: str) -> Obj:
     if not isinstance(obj, dict):
         raise bad_request(f"the body of the request must be a {kind} object")
     if obj.get("kind") not in (None, kind):
-        raise bad_request(f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind})")
+        raise bad_request(
+            f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind})"
+        )
     meta = obj.get("metadata")
     if meta is None:
         obj["metadata"] = {}
@@ -41,9 +43,13 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     meta = binding["metadata"]
     name = t.name or meta.get("name") or ""
     if t.name and meta.get("name") and meta["name"] != t.name:
-        raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
+        raise bad_request(
+            f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})"
+        )
     if meta.get("namespace") and meta["namespace"] != t.namespace:
-        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
     node = (binding.get("target") or {}).get("name") if isinstance(binding.get("target"), dict) else None
     if not name:
         raise invalid("Binding", "", "", [("metadata.name", "Required value")])
@@ -52,8 +58,18 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     pods = api.rtype("", "pods")
     pod_target = Target(pods, t.namespace, name, "binding")
     if api.admission.active(pods):
-        attrs = Attributes(pods, "binding", "CREATE", t.namespace, name, binding, None, _dry_run(query),
-                           {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}, ("", "v1", "Binding"))
+        attrs = Attributes(
+            pods,
+            "binding",
+            "CREATE",
+            t.namespace,
+            name,
+            binding,
+            None,
+            _dry_run(query),
+            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            ("", "v1", "Binding"),
+        )
         await api.admission.mutate(attrs)
         await api.admission.validate(attrs)
     entry = api.store.get(pods, t.namespace, name)
@@ -62,12 +78,18 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     pod = entry.obj
     pod_meta, spec = pod["metadata"], pod.get("spec") or {}
     if meta.get("uid") and meta["uid"] != pod_meta["uid"]:
-        raise conflict("pods/binding", "", name, f"Precondition failed: UID in precondition: {meta['uid']}, "
-                                                 f"UID in object meta: {pod_meta['uid']}")
+        raise conflict(
+            "pods/binding",
+            "",
+            name,
+            f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {pod_meta['uid']}",
+        )
     if pod_meta.get("deletionTimestamp"):
         raise conflict("pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host")
     if spec.get("nodeName"):
-        raise conflict("pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+        raise conflict(
+            "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+        )
     if _dry_run(query):
         return 201, _CREATED
     api.store.put(api.table(pods), bound_pod(pod, node, meta.get("annotations") or {}), pod)
@@ -81,8 +103,9 @@ def bound_pod(pod: Obj, node: str, annotations: dict[str, str]) -> Obj:
         meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
     status = dict(pod.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": iso()})
+    conditions.append(
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": iso()}
+    )
     status["conditions"] = conditions
     return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node}, "status": status}
 
@@ -92,15 +115,25 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     name = t.name or ""
     meta = eviction["metadata"]
     if meta.get("name") and meta["name"] != name:
-        raise bad_request(f"name in URL does not match name in Eviction object")
+        raise bad_request("name in URL does not match name in Eviction object")
     pods = api.rtype("", "pods")
     options = eviction.get("deleteOptions") or {}
     if not isinstance(options, dict):
         raise bad_request("deleteOptions: must be an object")
     grace = int_option(options.get("gracePeriodSeconds"), "deleteOptions.gracePeriodSeconds")
     if api.admission.active(pods):
-        attrs = Attributes(pods, "eviction", "CREATE", t.namespace, name, eviction, None, _dry_run(query),
-                           {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}, ("policy", "v1", "Eviction"))
+        attrs = Attributes(
+            pods,
+            "eviction",
+            "CREATE",
+            t.namespace,
+            name,
+            eviction,
+            None,
+            _dry_run(query),
+            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            ("policy", "v1", "Eviction"),
+        )
         await api.admission.validate(attrs)
     entry = api.store.get(pods, t.namespace, name)
     if entry is None:

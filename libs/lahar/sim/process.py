@@ -17,8 +17,13 @@ import yaml
 
 
 class SimProcess:
-    def __init__(self, args: list[str] | None = None, port: int = 0, startup_timeout: float = 60.0,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str] | None = None,
+        port: int = 0,
+        startup_timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args = list(args or [])
         self.port = port
         self.startup_timeout = startup_timeout
@@ -29,8 +34,17 @@ class SimProcess:
         self.url = ""
 
     def start(self) -> SimProcess:
-        cmd = [sys.executable, "-m", "lahar", "sim", "--port", str(self.port),
-               "--kubeconfig-out", str(self.kubeconfig_path), *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "lahar",
+            "sim",
+            "--port",
+            str(self.port),
+            "--kubeconfig-out",
+            str(self.kubeconfig_path),
+            *self.args,
+        ]
         env = {**os.environ, **(self.env or {})}
         self.log_path = Path(self._dir.name) / "sim.log"
         with open(self.log_path, "wb") as log:  # a file, not a pipe: a full pipe would block the server

@@ -56,8 +56,15 @@ def _core(plural: str, kind: str, namespaced: bool, **kw: Any) -> ResourceType:
 
 def builtin_types() -> list[ResourceType]:
     return [
-        _core("pods", "Pod", True, short_names=("po",), status=True,
-              extra_subresources=("binding", "eviction"), categories=("all",)),
+        _core(
+            "pods",
+            "Pod",
+            True,
+            short_names=("po",),
+            status=True,
+            extra_subresources=("binding", "eviction"),
+            categories=("all",),
+        ),
         _core("nodes", "Node", False, short_names=("no",), status=True),
         _core("namespaces", "Namespace", False, short_names=("ns",), status=True),
         _core("events", "Event", True, short_names=("ev",)),
@@ -67,14 +74,33 @@ def builtin_types() -> list[ResourceType]:
         _core("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
         _core("resourcequotas", "ResourceQuota", True, short_names=("quota",), status=True),
         _core("bindings", "Binding", True, verbs=("create",)),
-        ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
+        ResourceType(
+            "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)
+        ),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
-        ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                     "ValidatingWebhookConfiguration", False),
-        ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                     "MutatingWebhookConfiguration", False),
-        ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                     False, short_names=("crd", "crds"), status=True),
+        ResourceType(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            False,
+        ),
+        ResourceType(
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            False,
+        ),
+        ResourceType(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            False,
+            short_names=("crd", "crds"),
+            status=True,
+        ),
     ]
 
 
@@ -133,19 +159,33 @@ def resource_list(group: str, version: str, types: list[ResourceType]) -> dict[s
         subs = (("status",) if t.status else ()) + t.extra_subresources
         for sub in subs:
             kind, verbs = _SUBRESOURCE_KINDS[sub]
-            sub_entry: dict[str, Any] = {"name": f"{t.plural}/{sub}", "singularName": "",
-                                         "namespaced": t.namespaced, "kind": kind or t.kind, "verbs": list(verbs)}
+            sub_entry: dict[str, Any] = {
+                "name": f"{t.plural}/{sub}",
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": kind or t.kind,
+                "verbs": list(verbs),
+            }
             if sub == "eviction":
                 sub_entry.update(group="policy", version="v1")
             resources.append(sub_entry)
-    return {"kind": "APIResourceList", "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }
 
 
 def api_group(group: str, versions: list[str]) -> dict[str, Any]:
     entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries,
-            "preferredVersion": entries[0]}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": entries,
+        "preferredVersion": entries[0],
+    }
 
 
 def api_group_list(registry: Registry) -> dict[str, Any]:
@@ -154,12 +194,23 @@ def api_group_list(registry: Registry) -> dict[str, Any]:
 
 
 def api_versions(server_address: str) -> dict[str, Any]:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    }
 
 
 VERSION_INFO = {
-    "major": "1", "minor": "32", "gitVersion": "v1.32.0-lahar-sim", "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc",
-    "platform": "linux/amd64", "emulationMajor": "1", "emulationMinor": "32",
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-lahar-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.23",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+    "emulationMajor": "1",
+    "emulationMinor": "32",
 }

@@ -40,15 +40,19 @@ def _tokens(text: str) -> list[str]:
 def _check_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
     if not name or len(name) > 63 or not _NAME.match(name) or len(prefix) > 253:
-        raise bad_request(f"unable to parse requirement: invalid label key {key!r}: name part must consist of "
-                          "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+        raise bad_request(
+            f"unable to parse requirement: invalid label key {key!r}: name part must consist of "
+            "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        )
     return key
 
 
 def _check_value(value: str) -> str:
     if len(value) > 63 or not _VALUE.match(value):
-        raise bad_request(f"unable to parse requirement: invalid label value {value!r}: must be 63 characters or less "
-                          "and consist of alphanumeric characters, '-', '_' or '.'")
+        raise bad_request(
+            f"unable to parse requirement: invalid label value {value!r}: must be 63 characters or less "
+            "and consist of alphanumeric characters, '-', '_' or '.'"
+        )
     return value
 
 
@@ -75,7 +79,9 @@ class _Parser:
             tok = self.peek()
             if tok is not None:
                 if tok != ",":
-                    raise bad_request(f"unable to parse requirement: expected ',' but found {tok!r} in {self.text!r}")
+                    raise bad_request(
+                        f"unable to parse requirement: expected ',' but found {tok!r} in {self.text!r}"
+                    )
                 self.take()
         return reqs
 
@@ -127,8 +133,9 @@ class _Parser:
         try:
             bound = int(raw)
         except ValueError:
-            raise bad_request(f"unable to parse requirement: for '{op}' operator, the value must be an integer, "
-                              f"not {raw!r}") from None
+            raise bad_request(
+                f"unable to parse requirement: for '{op}' operator, the value must be an integer, not {raw!r}"
+            ) from None
 
         def check(labels: Mapping[str, str]) -> bool:
             try:
@@ -163,10 +170,14 @@ def selector_from_object(selector: Mapping[str, Any] | None, where: str) -> Labe
         return lambda labels: True
     parts: list[LabelPredicate] = []
     for key, value in (selector.get("matchLabels") or {}).items():
-        parts.append(lambda labels, k=key, v=value: labels.get(k) == v)
+        parts.append(_equals(str(key), str(value)))
     for expr in selector.get("matchExpressions") or []:
         parts.append(_expression(expr, where))
     return lambda labels: all(part(labels) for part in parts)
+
+
+def _equals(key: str, value: str) -> LabelPredicate:
+    return lambda labels: labels.get(key) == value
 
 
 def _expression(expr: Mapping[str, Any], where: str) -> LabelPredicate:
@@ -179,7 +190,9 @@ def _expression(expr: Mapping[str, Any], where: str) -> LabelPredicate:
         return lambda labels: key in labels
     if op == "DoesNotExist":
         return lambda labels: key not in labels
-    raise ApiError(422, "Invalid", f"{where}.matchExpressions: operator {op!r} is not In, NotIn, Exists or DoesNotExist")
+    raise ApiError(
+        422, "Invalid", f"{where}.matchExpressions: operator {op!r} is not In, NotIn, Exists or DoesNotExist"
+    )
 
 
 # --- field selectors ---------------------------------------------------------------------------------
@@ -208,12 +221,32 @@ def _path_getter(path: str) -> FieldGetter:
 _COMMON = ("metadata.name", "metadata.namespace")
 # The fields the real API server accepts per resource; others are refused as it refuses them.
 FIELDS: dict[str, tuple[str, ...]] = {
-    "pods": _COMMON + ("spec.nodeName", "spec.schedulerName", "status.phase", "spec.restartPolicy",
-                       "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName", "spec.hostNetwork"),
+    "pods": (
+        *_COMMON,
+        "spec.nodeName",
+        "spec.schedulerName",
+        "status.phase",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "status.podIP",
+        "status.nominatedNodeName",
+        "spec.hostNetwork",
+    ),
     "nodes": (*_COMMON, "spec.unschedulable"),
-    "events": _COMMON + ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                         "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
+    "events": (
+        *_COMMON,
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
     "namespaces": (*_COMMON, "status.phase"),
 }
 _ALIASES = {"source": "source.component"}
@@ -245,7 +278,7 @@ def _field_term(term: str) -> tuple[str, str, str]:
     for op in ("!=", "==", "="):
         idx = _find_unescaped(term, op)
         if idx >= 0:
-            return term[:idx].strip(), op, _unescape(term[idx + len(op):])
+            return term[:idx].strip(), op, _unescape(term[idx + len(op) :])
     raise bad_request(f"invalid selector: {term!r}; can't understand {term!r}")
 
 
@@ -261,6 +294,12 @@ def _find_unescaped(text: str, op: str) -> int:
     return -1
 
 
+def _field_check(get: FieldGetter, value: str, negate: bool) -> Predicate:
+    if negate:
+        return lambda obj: get(obj) != value
+    return lambda obj: get(obj) == value
+
+
 def field_matcher(text: str | None, resource: str) -> Predicate | None:
     """A predicate for a field selector on ``resource``; unsupported fields are a 400 as on the server."""
     if not text or not text.strip():
@@ -272,12 +311,9 @@ def field_matcher(text: str | None, resource: str) -> Predicate | None:
             continue
         field, op, value = _field_term(term)
         if field not in allowed:
-            raise bad_request(f'field label not supported: {field}')
+            raise bad_request(f"field label not supported: {field}")
         get = _path_getter(_ALIASES.get(field, field))
-        if op == "!=":
-            checks.append(lambda obj, g=get, v=value: g(obj) != v)
-        else:
-            checks.append(lambda obj, g=get, v=value: g(obj) == v)
+        checks.append(_field_check(get, value, negate=op == "!="))
     if not checks:
         return None
     if len(checks) == 1:

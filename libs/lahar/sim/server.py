@@ -78,7 +78,9 @@ class Emulator:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.config.host, self.config.port))
         self.port: int = self._sock.getsockname()[1]
-        self.app = App(self.api, self.faults, f"{self.config.host}:{self.port}", self.config.bookmark_interval)
+        self.app = App(
+            self.api, self.faults, f"{self.config.host}:{self.port}", self.config.bookmark_interval
+        )
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kubelet: Kubelet | None = None
         self._server: _Server | None = None
@@ -97,9 +99,18 @@ class Emulator:
         self.loop = asyncio.get_running_loop()
         self.kubelet = Kubelet(self.api, self.loop, self.config.start_delay)
         self.bootstrap()
-        config = uvicorn.Config(self.app, http="httptools", lifespan="off", log_level=self.config.log_level,
-                                access_log=False, timeout_keep_alive=30, timeout_graceful_shutdown=2,
-                                backlog=4096)
+        config = uvicorn.Config(
+            self.app,
+            http="httptools",
+            lifespan="off",
+            log_level=self.config.log_level,
+            access_log=False,
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=2,
+            backlog=4096,
+            proxy_headers=False,
+            server_header=False,
+        )
         self._server = _Server(config)
         serving = asyncio.ensure_future(self._server.serve(sockets=[self._sock]))
         while not self._server.started and not serving.done():
@@ -166,15 +177,20 @@ class Emulator:
         for name in _DEFAULT_NAMESPACES:
             self.seed("", "namespaces", {"metadata": {"name": name}})
         for name, value in SYSTEM_PRIORITY_CLASSES:
-            self.seed("scheduling.k8s.io", "priorityclasses",
-                      {"metadata": {"name": name}, "value": value, "description": "system priority class"})
+            self.seed(
+                "scheduling.k8s.io",
+                "priorityclasses",
+                {"metadata": {"name": name}, "value": value, "description": "system priority class"},
+            )
         for crd in volcano_crds():
             self.seed("apiextensions.k8s.io", "customresourcedefinitions", crd)
         for node in self._initial_nodes:
             self.seed("", "nodes", node)
         del api
 
-    def seed(self, group: str, plural: str, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def seed(
+        self, group: str, plural: str, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         """Create an object directly (no webhooks); on the loop thread only."""
         from lahar.sim.api import Target
 
@@ -214,7 +230,9 @@ async def _call(fn: Any, *args: Any) -> Any:
 
 def kubeconfig_for(url: str, name: str = "lahar-sim") -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
         "clusters": [{"name": name, "cluster": {"server": url}}],
         "users": [{"name": name, "user": {}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],

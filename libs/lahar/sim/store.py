@@ -144,7 +144,7 @@ class Table:
 
     def keys_from(self, start: str) -> list[str]:
         keys = self.sorted_keys()
-        return keys[bisect.bisect_left(keys, start):]
+        return keys[bisect.bisect_left(keys, start) :]
 
     def record(self, event: Event) -> None:
         if len(self.history) >= self.history_size:

@@ -24,16 +24,26 @@ _LABEL_NAMED = frozenset({"namespaces", "services"})
 def validate_name(rtype: ResourceType, name: str) -> Causes:
     if rtype.plural in _LABEL_NAMED:
         if len(name) > 63 or not _LABEL.match(name):
-            return [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
-                                      "case alphanumeric characters or '-', and must start and end with an "
-                                      "alphanumeric character")]
+            return [
+                (
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                    "case alphanumeric characters or '-', and must start and end with an "
+                    "alphanumeric character",
+                )
+            ]
         return []
     if rtype.plural == "events":  # event names carry timestamps and dots; only length matters
         return [] if len(name) <= 253 else [("metadata.name", "Too long: must have at most 253 bytes")]
     if len(name) > 253 or not _SUBDOMAIN.match(name):
-        return [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
-                                  "case alphanumeric characters, '-' or '.', and must start and end with an "
-                                  "alphanumeric character")]
+        return [
+            (
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
+                "case alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character",
+            )
+        ]
     return []
 
 
@@ -103,8 +113,9 @@ _POD_SET_BY_ADMISSION = ("priority", "preemptionPolicy", "nodeName")
 def _masked_spec(spec: Obj) -> Obj:
     masked = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
     for field in ("containers", "initContainers"):
-        masked[field] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(field) or []
-                         if isinstance(c, dict)]
+        masked[field] = [
+            {k: v for k, v in c.items() if k != "image"} for c in spec.get(field) or [] if isinstance(c, dict)
+        ]
     return masked
 
 
@@ -119,10 +130,15 @@ def prepare_pod_update(new: Obj, old: Obj) -> Causes:
         if field in old_spec and field not in spec:
             spec[field] = old_spec[field]
     if _masked_spec(spec) != _masked_spec(old_spec):
-        return [("spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                         "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                         "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
-                         "(allow it to be set to 1 if it was previously negative)")]
+        return [
+            (
+                "spec",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)",
+            )
+        ]
     return []
 
 
@@ -138,9 +154,16 @@ def prepare_node_create(obj: Obj) -> None:
         status["allocatable"] = dict(status["capacity"])
     if not status.get("conditions"):
         now = iso()
-        status["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                 "message": "kubelet is posting ready status (simulated)",
-                                 "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        status["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status (simulated)",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
 
 
 def prepare_namespace_create(obj: Obj) -> None:
@@ -168,12 +191,21 @@ def validate_webhook_configuration(obj: Obj) -> Causes:
         config = hook.get("clientConfig") or {}
         url, service = config.get("url"), config.get("service")
         if bool(url) == bool(service):
-            causes.append((f"{where}.clientConfig", "Required value: exactly one of url or service is required"))
+            causes.append(
+                (f"{where}.clientConfig", "Required value: exactly one of url or service is required")
+            )
         elif url and not str(url).startswith("https://"):
-            causes.append((f"{where}.clientConfig.url", f'Unsupported value: "{url}": supported values: "https"'))
+            causes.append(
+                (f"{where}.clientConfig.url", f'Unsupported value: "{url}": supported values: "https"')
+            )
         if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
-            causes.append((f"{where}.sideEffects",
-                           f'Unsupported value: "{hook.get("sideEffects", "")}": supported values: "None", "NoneOnDryRun"'))
+            causes.append(
+                (
+                    f"{where}.sideEffects",
+                    f'Unsupported value: "{hook.get("sideEffects", "")}": '
+                    'supported values: "None", "NoneOnDryRun"',
+                )
+            )
         if "v1" not in (hook.get("admissionReviewVersions") or []):
             causes.append((f"{where}.admissionReviewVersions", "Required value: must include v1"))
         if hook.get("failurePolicy", "Fail") not in ("Fail", "Ignore"):

@@ -8,6 +8,7 @@ so no event can fall between the replay and the live stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,7 +31,10 @@ def open_watch(api: Api, t: Target, query: Query) -> tuple[Table, Watcher]:
     match = matcher(rtype, query)
     if t.name is not None:  # the legacy form /pods/NAME?watch=true
         name, inner = t.name, match
-        match = (lambda obj: obj["metadata"]["name"] == name and (inner is None or inner(obj)))
+
+        def match(obj: Obj) -> bool:
+            return bool(obj["metadata"]["name"] == name and (inner is None or inner(obj)))
+
     watcher = Watcher(t.namespace, match, None)
     rv = query.get("resourceVersion") or ""
     initial = query.get("sendInitialEvents") == "true" or rv in ("", "0")
@@ -101,10 +105,8 @@ async def stream(
                 next_bookmark = now + bookmark_interval
                 continue
             wait = min(deadline, next_bookmark if bookmarks else deadline) - now
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watcher.wake.wait(), timeout=max(wait, 0.0))
-            except TimeoutError:
-                pass
     finally:
         table.watchers.discard(watcher)
         watcher.close()
