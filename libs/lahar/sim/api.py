@@ -69,10 +69,10 @@ class Api:
         self.store.listeners.append(self._on_crd_event)
 
     def rtype(self, group: str, plural: str) -> ResourceType:
-        for (g, _, p), rtype in self.registry.types.items():
-            if g == group and p == plural:
-                return rtype
-        raise KeyError(f"{plural}.{group}")
+        rtype = self.registry.by_resource.get((group, plural))
+        if rtype is None:
+            raise KeyError(f"{plural}.{group}")
+        return rtype
 
     def table(self, rtype: ResourceType) -> Table:
         return self.store.table(rtype)

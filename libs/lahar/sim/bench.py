@@ -184,6 +184,7 @@ async def measure(url: str, cfg: BenchConfig) -> dict[str, Any]:
         decode_times.append(time.perf_counter() - began)
         if status != 200 or len(items) != cfg.list_pods:
             raise RuntimeError(f"list returned {status} with {len(items)} pods")
+    list_bytes = len(body)
     _, body = await conns[0].request("GET", f"/api/v1/namespaces/{_NS}/pods?limit=1")
     rv = msgspec.json.decode(body)["metadata"]["resourceVersion"]
 
@@ -228,7 +229,7 @@ async def measure(url: str, cfg: BenchConfig) -> dict[str, Any]:
         "watcher_catch_up_seconds": round(watcher_lag, 3),
         "list_50k_seconds": round(statistics.median(list_times), 3),
         "list_50k_with_decode_seconds": round(statistics.median(decode_times), 3),
-        "list_bytes": len(body),
+        "list_bytes": list_bytes,
         "list_pods": cfg.list_pods,
         "creates_per_second": round(create_rate, 1),
         "create_errors": create_errors,

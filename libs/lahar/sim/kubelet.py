@@ -10,6 +10,7 @@ admission webhooks (as a real kubelet's status updates usually are not webhook-g
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 from typing import Any
 
@@ -31,23 +32,39 @@ class Kubelet:
         self._starting: set[str] = set()
         self._removing: set[str] = set()
         self._ips = itertools.count(1)
-        self._timers: set[asyncio.TimerHandle] = set()
+        # One loop timer for all pods: a heap of due actions (thousands of binds per second
+        # would otherwise create thousands of timer handles).
+        self._due: list[tuple[float, int, Any, tuple[Any, ...]]] = []
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         api.store.listeners.append(self.on_event)
 
     def stop(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._due.clear()
 
     def _later(self, delay: float, fn: Any, *args: Any) -> None:
-        handle: asyncio.TimerHandle
+        due = self.loop.time() + max(delay, 0.0)
+        heapq.heappush(self._due, (due, next(self._seq), fn, args))
+        if self._timer is None or due < self._timer_at:
+            self._arm(due)
 
-        def run() -> None:
-            self._timers.discard(handle)
+    def _arm(self, due: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = due
+        self._timer = self.loop.call_at(due, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self.loop.time()
+        while self._due and self._due[0][0] <= now:
+            _, _, fn, args = heapq.heappop(self._due)
             fn(*args)
-
-        handle = self.loop.call_later(max(delay, 0.0), run)
-        self._timers.add(handle)
+        if self._due:
+            self._arm(self._due[0][0])
 
     def on_event(self, table: Table, event: Event) -> None:
         if table.rtype.key != _PODS:

@@ -109,13 +109,16 @@ class Registry:
 
     def __init__(self) -> None:
         self.types: dict[tuple[str, str, str], ResourceType] = {}
+        self.by_resource: dict[tuple[str, str], ResourceType] = {}  # (group, plural): first served version
 
     def add(self, rtype: ResourceType) -> None:
         self.types[(rtype.group, rtype.version, rtype.plural)] = rtype
+        self.by_resource.setdefault(rtype.key, rtype)
 
     def remove(self, group: str, plural: str) -> None:
         for key in [k for k in self.types if k[0] == group and k[2] == plural]:
             del self.types[key]
+        self.by_resource.pop((group, plural), None)
 
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.types.get((group, version, plural))
