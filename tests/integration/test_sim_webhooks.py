@@ -301,3 +301,22 @@ def test_invalid_configuration_is_refused(admission) -> None:
             }
         )
     assert err.value.status == 422 and "webhooks[0].clientConfig.url" in err.value.body
+
+
+def test_service_reference_resolved_through_the_host_map(webhook, make_sim) -> None:
+    url, ca = webhook
+    host_port = url.removeprefix("https://")
+    emulator = make_sim(webhook_services={"lahar-system/lahar-admission": host_port})
+    api = emulator.api_client()
+    hook = hook_config("svc.lahar.io", "unused", ca, ["configmaps"])
+    hook["clientConfig"] = {
+        "service": {"namespace": "lahar-system", "name": "lahar-admission", "path": "/deny"},
+        "caBundle": ca,
+    }
+    client.AdmissionregistrationV1Api(api).create_validating_webhook_configuration(
+        {"metadata": {"name": "svc"}, "webhooks": [hook]}
+    )
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api).create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+    assert 'admission webhook "svc.lahar.io" denied the request' in json.loads(err.value.body)["message"]
+    api.close()
