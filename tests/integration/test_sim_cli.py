@@ -187,3 +187,29 @@ def test_cli_unreachable_cluster(tmp_path: Path) -> None:
     config = write_kubeconfig("http://127.0.0.1:1", tmp_path / "kc")
     result = lahar("get", "pods", kubeconfig=config)
     assert result.returncode == 1 and "The connection to the server 127.0.0.1:1 was refused" in result.stderr
+
+
+def test_bench_sim_runs_small(tmp_path: Path) -> None:
+    import json
+
+    result = lahar("bench-sim", "--list-pods", "300", "--binds", "200", "--nodes", "10", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert (
+        figures["bindings"] == 200
+        and figures["binding_errors"] == 0
+        and figures["watchers_saw_every_binding"]
+    )
+    assert figures["bindings_per_second"] > 0 and figures["list_50k_seconds"] > 0
+
+
+def test_register_bench_adds_sim_to_a_shared_bench_command() -> None:
+    import argparse
+
+    from lahar.cli.benchsim import register_bench
+
+    parser = argparse.ArgumentParser(prog="lahar")
+    bench = parser.add_subparsers(dest="command").add_parser("bench").add_subparsers(dest="what")
+    register_bench(bench)
+    args = parser.parse_args(["bench", "sim", "--binds", "5", "--output", "json"])
+    assert args.binds == 5 and args.output == "json" and callable(args.handler)

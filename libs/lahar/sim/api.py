@@ -96,7 +96,7 @@ class Api:
         limit = int_option(query.get("limit"), "limit") or 0
         start = _continue_start(query.get("continue"))
         if t.namespace is not None:
-            keys = _namespace_slice(table, t.namespace, start)
+            keys = namespace_slice(table, t.namespace, start)
         else:
             keys = table.keys_from(start) if start else table.sorted_keys()
         items: list[bytes] = []
@@ -150,7 +150,7 @@ class Api:
                 [("metadata.name", "Required value: name or generateName is required")],
             )
         self._defaults(rtype, obj)
-        dry_run = _dry_run(query)
+        dry_run = is_dry_run(query)
         if self.admission.active(rtype):
             attrs = Attributes(
                 rtype,
@@ -293,7 +293,7 @@ class Api:
 
     async def _update(self, t: Target, candidate: Callable[[Entry], tuple[Obj, str]], query: Query) -> Reply:
         rtype, table = t.rtype, self.table(t.rtype)
-        dry_run = _dry_run(query)
+        dry_run = is_dry_run(query)
         for _ in range(_MAX_RETRIES):
             entry = self._entry(t)
             obj, precondition = candidate(entry)
@@ -392,7 +392,7 @@ class Api:
     async def delete(self, t: Target, body: bytes, query: Query) -> Reply:
         entry = self._entry(t)
         options = delete_options(body, query)
-        _check_preconditions(t.rtype, entry, options)
+        check_preconditions(t.rtype, entry, options)
         if self.admission.active(t.rtype):
             attrs = Attributes(
                 t.rtype,
@@ -402,12 +402,12 @@ class Api:
                 t.name or "",
                 None,
                 entry.obj,
-                _dry_run(query),
+                is_dry_run(query),
                 {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options},
             )
             await self.admission.validate(attrs)
             entry = self._entry(t)
-        if _dry_run(query):
+        if is_dry_run(query):
             return 200, entry.raw
         return 200, _encode(self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds")))
 
@@ -416,7 +416,7 @@ class Api:
         match = matcher(t.rtype, query)
         options = delete_options(body, query)
         keys = (
-            _namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
+            namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
         )
         items = []
         for key in keys:
@@ -426,10 +426,10 @@ class Api:
             if self.admission.active(t.rtype):
                 name = entry.obj["metadata"]["name"]
                 attrs = Attributes(
-                    t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, _dry_run(query), None
+                    t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None
                 )
                 await self.admission.validate(attrs)
-            if not _dry_run(query):
+            if not is_dry_run(query):
                 items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds")))
         rtype = t.rtype
         return 200, _encode(
@@ -469,7 +469,7 @@ class Api:
         for table in list(self.store.tables.values()):
             if not table.rtype.namespaced:
                 continue
-            for key in _namespace_slice(table, namespace, ""):
+            for key in namespace_slice(table, namespace, ""):
                 self.store.remove(table, table.objects[key].obj)
 
     # --- custom resource definitions -----------------------------------------------------------------
@@ -558,7 +558,7 @@ def delete_options(body: bytes, query: Query) -> Obj:
     return options
 
 
-def _check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None:
+def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None:
     pre = options.get("preconditions") or {}
     meta = entry.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta["uid"]:
@@ -578,7 +578,7 @@ def _check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> Non
         )
 
 
-def _dry_run(query: Query) -> bool:
+def is_dry_run(query: Query) -> bool:
     value = query.get("dryRun")
     if value and value != "All":
         raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
@@ -595,7 +595,7 @@ def _continue_start(token: str | None) -> str:
         raise bad_request(f"continue: invalid value {token!r}") from None
 
 
-def _namespace_slice(table: Table, namespace: str, start: str) -> list[str]:
+def namespace_slice(table: Table, namespace: str, start: str) -> list[str]:
     """The sorted keys of one namespace (from ``start`` on): the range [``ns/``, ``ns0``)."""
     keys = table.sorted_keys()
     lo = bisect.bisect_left(keys, max(namespace + "/", start))

@@ -147,7 +147,9 @@ class App:
         rtype = self.api.registry.get(group, version, rest[0])
         if rtype is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if rtype.namespaced != (namespace is not None) and len(rest) > 1:
+        if (namespace is not None and not rtype.namespaced) or (
+            rtype.namespaced and namespace is None and len(rest) > 1
+        ):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         sub = rest[2] if len(rest) == 3 else ""
         if (sub and sub != "status" and sub not in rtype.extra_subresources) or (
@@ -173,6 +175,8 @@ class App:
         if t.name is None:
             if method == "GET":
                 return api.list_objects(t, query)
+            if rtype.namespaced and t.namespace is None:
+                raise method_not_allowed()  # writes to a namespaced collection need its namespace
             if method == "POST":
                 return await api.create(t, body, query)
             if method == "DELETE":

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from lahar.sim.admission import Attributes
-from lahar.sim.api import Api, Query, Reply, Target, _check_preconditions, _dry_run
+from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run
 from lahar.sim.clock import iso
 from lahar.sim.errors import bad_request, conflict, invalid, not_found, success_status
 from lahar.sim.objects import decode_json, int_option
@@ -56,7 +56,6 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     if not node:
         raise invalid("Binding", "", name, [("target.name", "Required value")])
     pods = api.rtype("", "pods")
-    pod_target = Target(pods, t.namespace, name, "binding")
     if api.admission.active(pods):
         attrs = Attributes(
             pods,
@@ -66,7 +65,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             name,
             binding,
             None,
-            _dry_run(query),
+            is_dry_run(query),
             {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             ("", "v1", "Binding"),
         )
@@ -90,10 +89,9 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
         raise conflict(
             "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
         )
-    if _dry_run(query):
+    if is_dry_run(query):
         return 201, _CREATED
     api.store.put(api.table(pods), bound_pod(pod, node, meta.get("annotations") or {}), pod)
-    del pod_target
     return 201, _CREATED
 
 
@@ -130,7 +128,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             name,
             eviction,
             None,
-            _dry_run(query),
+            is_dry_run(query),
             {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             ("policy", "v1", "Eviction"),
         )
@@ -138,7 +136,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     entry = api.store.get(pods, t.namespace, name)
     if entry is None:
         raise not_found("pods", "", name)
-    _check_preconditions(pods, entry, options)
-    if not _dry_run(query):
+    check_preconditions(pods, entry, options)
+    if not is_dry_run(query):
         api.delete_object(api.table(pods), entry, grace)
     return 201, _CREATED

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from lahar.sim.api import Api, Query, Target, _namespace_slice, matcher
+from lahar.sim.api import Api, Query, Target, namespace_slice, matcher
 from lahar.sim.errors import bad_request, status_object
 from lahar.sim.objects import int_option
 from lahar.sim.store import ADDED, Table, Watcher, watch_line
@@ -39,7 +39,7 @@ def open_watch(api: Api, t: Target, query: Query) -> tuple[Table, Watcher]:
     rv = query.get("resourceVersion") or ""
     initial = query.get("sendInitialEvents") == "true" or rv in ("", "0")
     if initial:
-        keys = _namespace_slice(table, t.namespace, "") if t.namespace is not None else table.sorted_keys()
+        keys = namespace_slice(table, t.namespace, "") if t.namespace is not None else table.sorted_keys()
         for key in keys:
             entry = table.objects[key]
             if match is None or match(entry.obj):
