@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from lahar.sim.api import Api, Query, Target, namespace_slice, matcher
+from lahar.sim.api import Api, Query, Target, matcher, namespace_slice
 from lahar.sim.errors import bad_request, status_object
 from lahar.sim.objects import int_option
 from lahar.sim.store import ADDED, Table, Watcher, watch_line
