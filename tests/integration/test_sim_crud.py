@@ -223,3 +223,16 @@ def test_namespace_delete_removes_its_objects(core: client.CoreV1Api, pod) -> No
     assert core.read_namespace("doomed-crud").metadata.labels["kubernetes.io/metadata.name"] == "doomed-crud"
     core.delete_namespace("doomed-crud")
     assert core.list_namespaced_config_map("doomed-crud").items == []
+
+
+def test_malformed_metadata_is_422(sim, core: client.CoreV1Api, ns: str) -> None:
+    import httpx
+
+    with httpx.Client(base_url=sim.url, trust_env=False) as http:
+        reply = http.post(
+            f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "x", "labels": {"a": 1}}}
+        )
+    assert reply.status_code == 422 and "metadata.labels" in reply.json()["message"]
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "Not_Valid"}})
+    assert err.value.status == 422 and "RFC 1123" in status_of(err.value)["message"]

@@ -254,7 +254,7 @@ class Api:
 
     def _validate(self, rtype: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
-        causes = strategies.validate_name(rtype, meta["name"])
+        causes = strategies.validate_name(rtype, meta["name"]) + strategies.validate_metadata(meta)
         check = _VALIDATE.get(rtype.key)
         if check is not None:
             causes += check(obj)

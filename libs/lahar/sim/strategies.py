@@ -47,6 +47,26 @@ def validate_name(rtype: ResourceType, name: str) -> Causes:
     return []
 
 
+def validate_metadata(meta: Obj) -> Causes:
+    """Labels and annotations are string maps and finalizers a string list: selectors and
+    watchers read them, so a malformed one is refused rather than stored."""
+    causes: Causes = []
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and (
+            not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
+        ):
+            causes.append(
+                (f"metadata.{field}", "Invalid value: must be a map of string keys to string values")
+            )
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (
+        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
+    ):
+        causes.append(("metadata.finalizers", "Invalid value: must be a list of strings"))
+    return causes
+
+
 # --- pods ------------------------------------------------------------------------------------------
 
 
