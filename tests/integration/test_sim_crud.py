@@ -236,3 +236,8 @@ def test_malformed_metadata_is_422(sim, core: client.CoreV1Api, ns: str) -> None
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map(ns, {"metadata": {"name": "Not_Valid"}})
     assert err.value.status == 422 and "RFC 1123" in status_of(err.value)["message"]
+
+
+def test_python_api_reaches_the_store(sim) -> None:
+    nodes = sim.call(lambda: sorted(sim.api.table(sim.api.rtype("", "nodes")).objects))
+    assert nodes[:2] == ["gpu-0001", "gpu-0002"] and len(nodes) == 6
