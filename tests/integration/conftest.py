@@ -1,4 +1,6 @@
-"""Fixtures for integration tests.
+"""Fixtures for the integration tests.
+
+``no_url_settings``: for tests that start servers of their own.
 
 The Kubernetes API emulator: ``sim`` is one emulator for the whole session (tests isolate
 themselves with their own namespace, ``ns``); ``make_sim`` starts extra emulators with their
@@ -15,7 +17,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from lahar.infra import NATS_URL_ENV, REDIS_URL_ENV
 from lahar.sim import Emulator, SimConfig
+
+
+@pytest.fixture
+def no_url_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests that start servers of their own, whatever servers the session was pointed at."""
+    monkeypatch.delenv(NATS_URL_ENV, raising=False)
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,7 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "conformance", help="run conformance cases; prints failures, then 'N passed, M failed'"
-    )
+    p = sub.add_parser("conformance", help="run conformance cases; prints failures, then 'N passed, M failed'")
     p.add_argument("paths", nargs="+", metavar="PATH", help="case files or folders of them")
     p.add_argument("--output", choices=("text", "json"), default="text")
     p.add_argument("--seed", type=int, default=0)
@@ -49,7 +47,9 @@ def run_file(path: Path, seed: int) -> tuple[str, bool, list[str]]:
         return r.name, r.passed, r.differences
     if isinstance(doc, dict) and "request" in doc and "expect" in doc:
         try:
-            from lahar_admission.conformance import run_case as run_admission
+            from lahar_admission.conformance import (  # type: ignore[import-not-found,unused-ignore]
+                run_case as run_admission,
+            )
         except ImportError:
             return str(doc.get("name", path.stem)), False, ["admission cases are not supported yet"]
         r = run_admission(doc, text)

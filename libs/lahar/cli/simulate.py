@@ -13,9 +13,7 @@ from lahar.api.files import FileError, load_file
 
 def register(sub: Any) -> None:
     p = sub.add_parser("simulate", help="what-if: schedule objects from files and print the decisions")
-    p.add_argument(
-        "files", nargs="+", metavar="FILE", help="YAML/JSON objects, a List, or a conformance case"
-    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON objects, a List, or a conformance case")
     p.add_argument("--conf", help="a volcano-scheduler.conf file (default: the built-in configuration)")
     p.add_argument("--cycles", type=int, default=None, help="sessions to run (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking between equal nodes")

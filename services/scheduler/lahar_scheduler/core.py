@@ -41,9 +41,7 @@ def load_conf(text: str | None = None) -> SchedulerConf:
     return parse_conf(text if text is not None else DEFAULT_CONF, ACTIONS, argument_parsers(), ACTION_ARGS)
 
 
-def run_session(
-    snapshot: Snapshot, conf: SchedulerConf, *, seed: int = 0, uid: str = "session"
-) -> SessionResult:
+def run_session(snapshot: Snapshot, conf: SchedulerConf, *, seed: int = 0, uid: str = "session") -> SessionResult:
     """Open a session, run the configured actions in order, close it."""
     ssn = Session(snapshot, conf, dict(PLUGINS), seed=seed, uid=uid).open()
     for name in conf.actions:

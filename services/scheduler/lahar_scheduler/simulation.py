@@ -114,7 +114,7 @@ class Cluster:
                 )
                 for c in update.conditions
             ]
-            status = msgspec.structs.replace(
+            pg_status = msgspec.structs.replace(
                 pg.status,
                 phase=update.phase,
                 conditions=conds,
@@ -122,7 +122,7 @@ class Cluster:
                 succeeded=update.succeeded,
                 failed=update.failed,
             )
-            self.podgroups[uid] = msgspec.structs.replace(pg, status=status)
+            self.podgroups[uid] = msgspec.structs.replace(pg, status=pg_status)
 
 
 def simulate(objects: Iterable[KubeObject], conf: SchedulerConf, cycles: int = 1, seed: int = 0) -> Outcome:

@@ -20,6 +20,7 @@ from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
@@ -47,6 +48,69 @@ def filter_nodes(ssn: Session, task: TaskInfo, idx: IntArray, check_fit: bool = 
     return Filtered(rest.passed, errors, rest.unresolvable)
 
 
+def fits(task: TaskInfo, have: np.ndarray, rows: IntArray) -> np.ndarray:
+    """Volcano's LessEqual(request, have, Zero) on the task's checked columns, per row."""
+    cols = task.fit_cols
+    return np.asarray(np.all(task.init_vec[cols] < have[rows[:, None], cols] + 0.1, axis=1))
+
+
+NO_FIT, FITS_FUTURE, FITS_IDLE = 0, 1, 2
+
+
+class NodeCaches:
+    """Per-task-shape verdicts over all nodes, refreshed only where nodes changed.
+
+    One code per node: 0 = infeasible, 1 = passes predicates and fits future idle only (would be
+    pipelined), 2 = passes and fits idle now.
+    """
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.table = ssn.nodes
+        self.codes = RowCache(ssn.nodes, self._codes, self._code_row)
+        self.callbacks = ssn.predicate_callbacks()
+
+    def _code_row(self, task: TaskInfo, i: int) -> float:
+        table = self.table
+        req = task.init_vec
+        cols = task.fit_cols.tolist()
+        future, idle = table.future[i], table.idle[i]
+        if any(req[c] >= future[c] + 0.1 for c in cols):
+            return NO_FIT
+        for fn in self.callbacks:
+            row = getattr(fn, "passes_row", None)
+            ok = row(task, i) if row is not None else bool(self._predicates(task, np.array([i]))[0])
+            if not ok:
+                return NO_FIT
+        return FITS_IDLE if all(req[c] < idle[c] + 0.1 for c in cols) else FITS_FUTURE
+
+    def _codes(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
+        table = self.table
+        future = fits(task, table.future, rows)
+        ok = future & self._predicates(task, rows)
+        return np.where(ok, np.where(fits(task, table.idle, rows), FITS_IDLE, FITS_FUTURE), NO_FIT).astype(np.int8)
+
+    def _predicates(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
+        callbacks = self.callbacks
+        if all(hasattr(fn, "passes") for fn in callbacks):
+            ok = np.ones(len(rows), dtype=bool)
+            for fn in callbacks:
+                ok &= fn.passes(task, rows)
+            return ok
+        passed = run_predicates(task, rows, callbacks, []).passed
+        out = np.zeros(len(rows), dtype=bool)
+        out[np.searchsorted(rows, passed)] = True
+        return out
+
+    def feasible(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
+        """(nodes fitting idle now, nodes fitting only future idle), both passing predicates;
+        None when verdicts are not local and so may not be cached."""
+        if not self.ssn.predicates_local(task):
+            return None
+        codes = self.codes.get(task.template_key, task)
+        return np.flatnonzero(codes == FITS_IDLE), np.flatnonzero(codes == FITS_FUTURE)
+
+
 def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
     if len(idx) == 1:
@@ -60,14 +124,8 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     return int(idx[pick])
 
 
-def prioritize(ssn: Session, task: TaskInfo, idx: IntArray) -> int | None:
-    """Nodes where the task fits idle now come first; those that fit only future idle after."""
-    if not len(idx):
-        return None
-    table = ssn.nodes
-    cols = task.fit_cols
-    now = np.all(task.init_vec[cols] < table.idle[idx][:, cols] + 0.1, axis=1)
-    for gradient in (idx[now], idx[~now]):
+def best_of_gradients(ssn: Session, task: TaskInfo, gradients: tuple[IntArray, IntArray]) -> int | None:
+    for gradient in gradients:
         if len(gradient):
             return select_best(ssn, task, gradient)
     return None
@@ -90,6 +148,7 @@ class AllocateAction(Action):
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
+        self.caches = NodeCaches(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -122,12 +181,12 @@ class AllocateAction(Action):
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
-            tasks = worksheets[job.uid]
-            stmt = self.allocate_job(ssn, job, queue, tasks)
+            worksheet = worksheets[job.uid]
+            stmt = self.allocate_job(ssn, job, queue, worksheet)
             if stmt is not None and ssn.job_ready(job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
-                if len(tasks):
+                if len(worksheet):
                     jobs.push(job)
             queues.push(queue)
 
@@ -157,21 +216,25 @@ class AllocateAction(Action):
                 if job.need_continue_allocating():
                     continue
                 break
-            passed = self._nominated(ssn, task)
-            if passed is None:
+            decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
+            gradients = self._candidates(ssn, task)
+            if gradients is None:
                 filtered = filter_nodes(ssn, task, all_nodes)
-                decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
                     if job.need_continue_allocating():
                         continue
                     break
-                passed = filtered.passed
-            best = prioritize(ssn, task, passed)
+                now = fits(task, ssn.nodes.idle, filtered.passed)
+                gradients = (filtered.passed[now], filtered.passed[~now])
+            best = best_of_gradients(ssn, task, gradients)
             if best is None:
                 continue
             node = ssn.node_list[best]
-            self._place(ssn, stmt, task, best)
+            if len(gradients[0]):
+                stmt.allocate(task, node)
+            else:
+                stmt.pipeline(task, node.name, False)
             decision.chosen[task.key] = node.name
             if ssn.job_ready(job):
                 break
@@ -184,6 +247,19 @@ class AllocateAction(Action):
         decision.outcome = "discarded"
         return None
 
+    def _candidates(self, ssn: Session, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
+        """Feasible nodes split by idle/future fit: the nominated node first if it passes,
+        else the cached verdicts; None when none pass or the cache may not be used (the caller
+        then filters every node again and records why each failed)."""
+        nominated = self._nominated(ssn, task)
+        if nominated is not None:
+            now = fits(task, ssn.nodes.idle, nominated)
+            return nominated[now], nominated[~now]
+        got = self.caches.feasible(task)
+        if got is None or not (len(got[0]) or len(got[1])):
+            return None
+        return got
+
     def _nominated(self, ssn: Session, task: TaskInfo) -> IntArray | None:
         name = task.pod.status.nominated_node_name
         node = ssn.nodes.by_name.get(name) if name else None
@@ -194,12 +270,3 @@ class AllocateAction(Action):
             return None
         got = filter_nodes(ssn, task, np.array([node.index], dtype=np.intp), check_fit=False)
         return got.passed if len(got.passed) else None
-
-    def _place(self, ssn: Session, stmt: Statement, task: TaskInfo, best: int) -> None:
-        table = ssn.nodes
-        node = ssn.node_list[best]
-        cols = task.fit_cols
-        if np.all(task.init_vec[cols] < table.idle[best, cols] + 0.1):
-            stmt.allocate(task, node)
-        elif np.all(task.init_vec[cols] < table.future[best, cols] + 0.1):
-            stmt.pipeline(task, node.name, False)

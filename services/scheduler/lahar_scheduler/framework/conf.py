@@ -137,9 +137,7 @@ def parse_conf(
     _check_hierarchy(tiers, errors)
     if errors:
         raise ConfError(errors)
-    return SchedulerConf(
-        action_names, tiers, configurations, {str(k): str(v) for k, v in metrics.items()}, text
-    )
+    return SchedulerConf(action_names, tiers, configurations, {str(k): str(v) for k, v in metrics.items()}, text)
 
 
 def _parse_actions(raw: Any, known: Mapping[str, object], errors: list[str]) -> list[str]:
@@ -180,9 +178,7 @@ def _parse_tiers(raw: Any, plugins: Mapping[str, ArgsParser], errors: list[str])
     return tiers
 
 
-def _parse_plugin(
-    raw: Any, path: str, plugins: Mapping[str, ArgsParser], errors: list[str]
-) -> PluginOption | None:
+def _parse_plugin(raw: Any, path: str, plugins: Mapping[str, ArgsParser], errors: list[str]) -> PluginOption | None:
     if not isinstance(raw, dict):
         errors.append(f"{path}: expected a mapping")
         return None

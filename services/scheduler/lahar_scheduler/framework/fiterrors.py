@@ -41,4 +41,4 @@ class FitErrors:
         if not self.reasons:
             return head
         parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
-        return f"{head}: {', '.join(parts)}."
+        return f"{head}: {', '.join(parts)}"

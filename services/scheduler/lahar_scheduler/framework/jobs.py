@@ -255,15 +255,13 @@ class JobInfo:
         self.min_available = spec.min_member
         self.task_min_available = dict(spec.min_task_member)
         self.task_min_total = sum(spec.min_task_member.values())
-        self.min_resources = (
-            Resource.from_list(spec.min_resources) if spec.min_resources is not None else None
-        )
+        self.min_resources = Resource.from_list(spec.min_resources) if spec.min_resources is not None else None
         self.creation = pg.metadata.creation_timestamp or ""
         raw = pg.metadata.annotations.get(PREEMPTABLE_KEY, pg.metadata.labels.get(PREEMPTABLE_KEY, ""))
         self.preemptable = parse_bool(raw) is True
-        self.waiting_time = pg.metadata.annotations.get(
-            "volcano.sh/sla-waiting-time"
-        ) or pg.metadata.annotations.get("sla-waiting-time")
+        self.waiting_time = pg.metadata.annotations.get("volcano.sh/sla-waiting-time") or pg.metadata.annotations.get(
+            "sla-waiting-time"
+        )
         self.phase = pg.status.phase
 
     def __repr__(self) -> str:

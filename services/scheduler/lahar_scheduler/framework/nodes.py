@@ -149,8 +149,12 @@ class NodeTable:
         self.requested = np.zeros((n, d))
         self.nonzero = np.zeros((n, 2))
         self.max_pods = self.alloc[:, space.index[PODS]].copy()
-        # Bumped on every change, so callers can cache work that depends on node state.
+        # Bumped on every change of a node's tasks, so per-node results can be cached and only
+        # the rows that changed recomputed (see RowCache).
         self.generation = 0
+        self.row_version = np.zeros(n, dtype=np.int64)
+        # Rows in the order they changed; caches remember how far they have read (see RowCache).
+        self.changes: list[int] = []
 
     def __len__(self) -> int:
         return len(self.infos)
@@ -177,6 +181,8 @@ class NodeTable:
         self.pod_count[i] += 1
         node.tasks[task.uid] = task
         self.generation += 1
+        self.row_version[i] += 1
+        self.changes.append(i)
 
     def remove_task(self, node: NodeInfo, task: TaskInfo) -> None:
         """NodeInfo.RemoveTask: undo ``add_task`` for the task's current status."""
@@ -197,6 +203,8 @@ class NodeTable:
         self.pod_count[i] -= 1
         node.tasks.pop(task.uid, None)
         self.generation += 1
+        self.row_version[i] += 1
+        self.changes.append(i)
 
     def widen(self, width: int) -> None:
         """Add zero columns after a new resource dimension appeared."""

@@ -46,9 +46,7 @@ class Filtered:
     unresolvable: IntArray
 
 
-def run_predicates(
-    task: TaskInfo, idx: IntArray, callbacks: list[PredicateCallback], names: list[str]
-) -> Filtered:
+def run_predicates(task: TaskInfo, idx: IntArray, callbacks: list[PredicateCallback], names: list[str]) -> Filtered:
     """Apply callbacks in order over ``idx`` (node indices)."""
     failed = np.zeros(len(idx), dtype=bool)
     unresolvable = np.zeros(len(idx), dtype=bool)
@@ -87,7 +85,7 @@ def fit_failures(
     (``Insufficient cpu``), as WrapInsufficientResourceReason reports only the first name.
     """
     short = need[cols] >= have[:, cols] + 0.1
-    bad = short.any(axis=1)
+    bad: BoolArray = np.asarray(short.any(axis=1))
     if not bad.any():
         return ~bad, []
     first = cols[first_true(short[bad])]

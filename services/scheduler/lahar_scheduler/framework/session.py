@@ -129,9 +129,7 @@ class Session:
         self.node_list: list[NodeInfo] = snapshot.nodes.infos
         self.queues: dict[str, QueueInfo] = snapshot.queues
         self.jobs: dict[str, JobInfo] = {
-            uid: job
-            for uid, job in snapshot.jobs.items()
-            if job.podgroup is not None and job.queue in snapshot.queues
+            uid: job for uid, job in snapshot.jobs.items() if job.podgroup is not None and job.queue in snapshot.queues
         }
         self.total_resource = snapshot.total_resource()
         self.enabled_actions = frozenset(conf.actions)
@@ -362,6 +360,15 @@ class Session:
     def predicate_callbacks(self) -> list[Any]:
         return list(self._flat("predicate"))
 
+    def predicates_local(self, task: TaskInfo) -> bool:
+        """True when every predicate's verdict on a node depends only on that node and the task,
+        so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""
+        for fn in self._flat("predicate"):
+            local = getattr(fn, "is_local", None)
+            if local is None or not local(task):
+                return False
+        return True
+
     def predicate(self, task: TaskInfo, idx: IntArray) -> Filtered:
         """PredicateFn over many nodes at once (plugins only, no resource check)."""
         return run_predicates(task, idx, self.predicate_callbacks(), [])
@@ -382,22 +389,11 @@ class Session:
 
     # -- task moves (used by Statement and by backfill's direct allocate) ------------------
     def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
-        """Change a task's status and node, keeping job and node accounting consistent."""
+        """Change a task's status and node (remembering its first state, to undo at close)."""
         key = id(task)
         if key not in self._touched:
             self._touched[key] = (task, task.status, task.node_name)
-        job = self.snapshot.jobs.get(task.job)
-        old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
-        if old_node is not None and task.uid in old_node.tasks:
-            self.nodes.remove_task(old_node, task)
-        if job is not None:
-            job.update_status(task, status)
-        else:
-            task.status = status
-        task.node_name = node_name
-        new_node = self.nodes.by_name.get(node_name) if node_name else None
-        if new_node is not None and status not in (S.PENDING, S.SUCCEEDED, S.FAILED):
-            self.nodes.add_task(new_node, task)
+        self.snapshot.move(task, status, node_name)
 
     def fire_allocate(self, task: TaskInfo) -> None:
         for h in self._handlers:
@@ -466,8 +462,7 @@ class Session:
             self._task_reasons(job)
             conds = self.conditions.get(job.uid, [])
             unschedulable = any(
-                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid
-                for c in conds
+                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid for c in conds
             )
             phase = pod_group_phase(job, unschedulable)
             old_phase, old_conds = self._old_status[job.uid]

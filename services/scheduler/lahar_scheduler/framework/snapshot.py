@@ -18,7 +18,7 @@ from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Que
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import NodeTable, ResourceSpace
-from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES
+from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
 
@@ -45,6 +45,11 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
         sorted(init.scalars.items()),
         (init.milli_cpu, init.memory, resreq.milli_cpu, resreq.memory),
         sorted(pod.metadata.labels.items()) if spec.affinity or spec.topology_spread_constraints else None,
+        sorted((k, v) for k, v in pod.metadata.annotations.items() if k.startswith("volcano.sh/")),
+        [
+            (c.resources.requests.get("cpu") is None, c.resources.requests.get("memory") is None)
+            for c in spec.containers
+        ],
     )
     return _key_encoder.encode(parts)
 
@@ -77,7 +82,8 @@ class Snapshot:
             reqs[_pod_key(pod)] = pair
             names.update(pair[1].scalars)
         self.space = ResourceSpace({n for n in names if n not in ("cpu", "memory")})
-        self.nodes = NodeTable(self.space, nodes)
+        self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
+        self.nodes = NodeTable(self.space, list(self.node_objects.values()))
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
             self.upsert_queue(q)
@@ -95,6 +101,40 @@ class Snapshot:
         self.others: dict[str, TaskInfo] = {}
         for pod in pods:
             self.upsert_pod(pod, reqs.get(_pod_key(pod)))
+
+    # -- nodes -----------------------------------------------------------------------------
+    def upsert_node(self, node: Node) -> bool:
+        """Add or change a node; returns True when its schedulable shape changed."""
+        name = node.metadata.name
+        old = self.node_objects.get(name)
+        self.node_objects[name] = node
+        if old is not None and _same_shape(old, node):
+            self.nodes.by_name[name].node = node
+            return False
+        self._rebuild_nodes()
+        return True
+
+    def delete_node(self, name: str) -> bool:
+        if self.node_objects.pop(name, None) is None:
+            return False
+        self._rebuild_nodes()
+        return True
+
+    def _rebuild_nodes(self) -> None:
+        """Node arrays are rebuilt whole on a node change (rare next to pod changes)."""
+        for obj in self.node_objects.values():
+            for name in obj.status.allocatable:
+                if name not in ("cpu", "memory"):
+                    self.space.ensure(name)
+        width = len(self.space)
+        self.nodes = NodeTable(self.space, list(self.node_objects.values()))
+        for t in (*self.tasks.values(), *self.others.values()):
+            if len(t.res_vec) != width:
+                t.res_vec = np.pad(t.res_vec, (0, width - len(t.res_vec)))
+                t.init_vec = np.pad(t.init_vec, (0, width - len(t.init_vec)))
+            node = self.nodes.by_name.get(t.node_name) if t.node_name else None
+            if node is not None and t.status not in _OFF_NODE:
+                self.nodes.add_task(node, t)
 
     # -- queues and priority classes ---------------------------------------------------
     def upsert_queue(self, queue: Queue) -> None:
@@ -205,12 +245,54 @@ class Snapshot:
         task.fit_cols = self.space.checked_columns(task.init_resreq)
         task.template_key = template_key(task.pod, task.resreq, task.init_resreq)
 
+    def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
+        """Change a task's status and node, keeping job and node accounting consistent."""
+        job = self.jobs.get(task.job)
+        if node_name == task.node_name and _same_accounting(task.status, status):
+            # e.g. Allocated → Binding: the node's sums do not change, so leave the node alone
+            # (and its cached per-node results valid).
+            if job is not None:
+                job.update_status(task, status)
+            else:
+                task.status = status
+            return
+        old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        if old_node is not None and task.uid in old_node.tasks:
+            self.nodes.remove_task(old_node, task)
+        if job is not None:
+            job.update_status(task, status)
+        else:
+            task.status = status
+        task.node_name = node_name
+        new_node = self.nodes.by_name.get(node_name) if node_name else None
+        if new_node is not None and status not in _OFF_NODE:
+            self.nodes.add_task(new_node, task)
+
     def total_resource(self) -> Resource:
         """Σ node allocatable, with every resource any node offers."""
         alloc = self.nodes.alloc
         row = alloc.sum(axis=0) if len(alloc) else np.zeros(len(self.space))
-        present = self.nodes.present.any(axis=0) if len(alloc) else None
+        present = np.asarray(self.nodes.present.any(axis=0)) if len(alloc) else None
         return self.space.resource(row, present)
+
+
+_PLAIN = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+_OFF_NODE = frozenset({TaskStatus.PENDING, TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+
+
+def _same_accounting(old: TaskStatus, new: TaskStatus) -> bool:
+    """Statuses a node accounts the same way (used, neither pipelined nor releasing)."""
+    return old in _PLAIN and new in _PLAIN
+
+
+def _same_shape(a: Node, b: Node) -> bool:
+    """Equal in everything the scheduler reads from a node."""
+    return (
+        a.status.allocatable == b.status.allocatable
+        and a.metadata.labels == b.metadata.labels
+        and a.spec.taints == b.spec.taints
+        and a.spec.unschedulable == b.spec.unschedulable
+    )
 
 
 def _pod_key(pod: Pod) -> str:

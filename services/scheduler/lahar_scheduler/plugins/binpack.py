@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.base import Plugin
 
@@ -60,6 +61,20 @@ def parse_binpack_args(raw: dict[str, Any], path: str, errors: list[str]) -> Bin
     return out
 
 
+def binpack_plan(table: NodeTable, task: TaskInfo, weights: dict[str, int]) -> tuple[IntArray, FloatArray, FloatArray]:
+    """(columns, requests, weights) of the resources the task requests that carry a weight."""
+    cols, reqs, ws = [], [], []
+    for name in task.resreq.names():
+        request = task.resreq.get(name)
+        if request == 0 or name not in weights:
+            continue
+        col = table.space.index.get(name)
+        cols.append(-1 if col is None else col)
+        reqs.append(request)
+        ws.append(weights[name])
+    return np.array(cols, dtype=np.intp), np.array(reqs, dtype=float), np.array(ws, dtype=float)
+
+
 def binpack_scores(
     table: NodeTable, task: TaskInfo, idx: IntArray, weights: dict[str, int], scale: float
 ) -> FloatArray:
@@ -67,26 +82,42 @@ def binpack_scores(
 
     A node where any requested resource would exceed allocatable scores 0.
     """
-    total = np.zeros(len(idx))
-    weight_sum = 0
-    fits = np.ones(len(idx), dtype=bool)
-    space = table.space
+    cols, reqs, ws = binpack_plan(table, task, weights)
+    if not len(cols):
+        return np.zeros(len(idx))
+    known = cols >= 0
+    rows = idx[:, None]
+    safe = np.where(known, cols, 0)
+    cap = np.where(known, table.alloc[rows, safe], 0.0)
+    after = np.where(known, table.used[rows, safe], 0.0) + reqs
+    scored = (cap != 0) & (ws != 0)
+    over = (scored & (after > cap)).any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        part = np.where(scored, after * ws / cap, 0.0)
+    total = part.sum(axis=1) / ws.sum() if ws.sum() > 0 else part.sum(axis=1)
+    return np.where(over, 0.0, total * 100 * scale)
+
+
+def binpack_row(table: NodeTable, task: TaskInfo, i: int, weights: dict[str, int], scale: float) -> float:
+    """Scalar twin of ``binpack_scores`` for one node (see RowCache)."""
+    total, weight_sum = 0.0, 0
     for name in task.resreq.names():
         request = task.resreq.get(name)
         if request == 0 or name not in weights:
             continue
         w = weights[name]
-        col = space.index.get(name)
-        cap = table.alloc[idx, col] if col is not None else np.zeros(len(idx))
-        used = table.used[idx, col] if col is not None else np.zeros(len(idx))
-        after = used + request
-        scored = (cap != 0) & (w != 0)
-        fits &= ~(scored & (after > cap))
-        total += np.where(scored, after * w / np.where(cap == 0, 1, cap), 0.0)
         weight_sum += w
+        col = table.space.index.get(name)
+        cap = float(table.alloc[i, col]) if col is not None else 0.0
+        if cap == 0 or w == 0:
+            continue
+        after = float(table.used[i, col]) + request
+        if after > cap:
+            return 0.0
+        total += after * w / cap
     if weight_sum > 0:
         total /= weight_sum
-    return np.where(fits, total * 100 * scale, 0.0)
+    return total * 100 * scale
 
 
 class BinpackPlugin(Plugin):
@@ -99,4 +130,10 @@ class BinpackPlugin(Plugin):
         if args.weight == 0:
             return
         table = ssn.nodes
-        ssn.add("node_order", lambda task, idx: binpack_scores(table, task, idx, args.resources, args.weight))
+        # Row-local, so cached per task shape and refreshed on changed nodes only.
+        cache = RowCache(
+            table,
+            lambda task, rows: binpack_scores(table, task, rows, args.resources, args.weight),
+            lambda task, i: binpack_row(table, task, i, args.resources, args.weight),
+        )
+        ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])

@@ -11,11 +11,7 @@ _CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
 def evictable(_: TaskInfo, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-    victims = [
-        t
-        for t in evictees
-        if t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"
-    ]
+    victims = [t for t in evictees if t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"]
     return victims, Vote.PERMIT
 
 

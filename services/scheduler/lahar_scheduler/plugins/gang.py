@@ -57,9 +57,7 @@ class GangPlugin(Plugin):
                 f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {fit_error(ssn, job)}; "
                 f"gang: {placeable}/{len(job.tasks)} tasks placeable, minMember {job.min_available}"
             )
-            ssn.update_podgroup_condition(
-                job, Condition("Unschedulable", "True", "NotEnoughResources", msg, ssn.uid)
-            )
+            ssn.update_podgroup_condition(job, Condition("Unschedulable", "True", "NotEnoughResources", msg, ssn.uid))
 
 
 def _job_valid(job: JobInfo) -> tuple[str, str] | None:

@@ -6,12 +6,14 @@ Image locality is not scored: the snapshot carries no node image lists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
-from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.rowcache import RowCache
+from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.k8s import scores
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
@@ -19,6 +21,11 @@ from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
+
+
+def _has_pod_affinity(task: TaskInfo) -> bool:
+    aff = task.pod.spec.affinity
+    return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
 
 
 class NodeOrderArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -40,29 +47,72 @@ class NodeOrderPlugin(Plugin):
         self.w: NodeOrderArgs = self.args or NodeOrderArgs()
         self.table = ssn.nodes
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
+        # Static raw scores depend only on the pod's shape, so they are kept per shape.
+        self._affinity_raw: dict[bytes, IntArray] = {}
+        self._taint_raw: dict[bytes, IntArray] = {}
+        self.with_affinity = sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t))
+
+        def on_allocate(task: TaskInfo) -> None:
+            if _has_pod_affinity(task):
+                self.with_affinity += 1
+
+        # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
+        self._local = RowCache(self.table, self._local_scores, self._local_row)
         ssn.add("node_order", self.score)
+        ssn.add_event_handler(EventHandler(on_allocate, None))
+
+    def _local_scores(self, task: TaskInfo, rows: IntArray) -> FloatArray:
+        w, table = self.w, self.table
+        total = np.zeros(len(rows))
+        if w.least_requested:
+            total += scores.least_allocated(table, task, rows) * w.least_requested
+        if w.most_requested:
+            total += scores.most_allocated(table, task, rows) * w.most_requested
+        if w.balanced_resource:
+            got = scores.balanced_allocation(table, task, rows)
+            if got is not None:
+                total += got * w.balanced_resource
+        return total
+
+    def _static(self, cache: dict[bytes, IntArray], key: bytes, make: Callable[[], IntArray]) -> IntArray:
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = make()
+        return got
+
+    def _local_row(self, task: TaskInfo, i: int) -> float:
+        w, table = self.w, self.table
+        total = 0.0
+        if w.least_requested:
+            total += scores.least_allocated_row(table, task, i) * w.least_requested
+        if w.most_requested:
+            total += scores.most_allocated_row(table, task, i) * w.most_requested
+        if w.balanced_resource:
+            got = scores.balanced_allocation_row(table, task, i)
+            if got is not None:
+                total += got * w.balanced_resource
+        return total
 
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
-        total = np.zeros(len(idx))
-        if w.least_requested:
-            total += scores.least_allocated(table, task, idx) * w.least_requested
-        if w.most_requested:
-            total += scores.most_allocated(table, task, idx) * w.most_requested
-        if w.balanced_resource:
-            got = scores.balanced_allocation(table, task, idx)
-            if got is not None:
-                total += got * w.balanced_resource
+        total = self._local.get(task.template_key, task)[idx]
         if w.node_affinity:
-            got = scores.node_affinity(table, pod, idx)
-            if got is not None:
-                total += got * w.node_affinity
+            terms = scores.preferred_terms(pod)
+            if terms:
+                raw = self._static(
+                    self._affinity_raw, task.template_key, lambda: scores.node_affinity_raw(table, terms)
+                )
+                total += scores.default_normalize(raw[idx], reverse=False) * w.node_affinity
         if w.pod_affinity:
-            got = scores.inter_pod_affinity(self.topo, pod, idx)
+            got = scores.inter_pod_affinity(self.topo, pod, idx, self.with_affinity)
             if got is not None:
                 total += got * w.pod_affinity
         if w.taint_toleration:
-            total += scores.taint_toleration(table, pod, idx) * w.taint_toleration
+            raw = self._static(self._taint_raw, task.template_key, lambda: scores.taint_raw(table, pod))
+            if raw.any():
+                total += scores.default_normalize(raw[idx], reverse=True) * w.taint_toleration
+            else:
+                total += scores.MAX * w.taint_toleration  # no PreferNoSchedule taint anywhere
         if w.pod_topology_spread:
             got = scores.topology_spread(self.topo, pod, idx)
             if got is not None:

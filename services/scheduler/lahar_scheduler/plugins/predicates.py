@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from lahar.api.objects import Pod, PodAffinityTerm, Taint, Toleration
+from lahar.api.objects import LabelSelector, Pod, PodAffinityTerm, Taint, Toleration
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
@@ -62,9 +62,17 @@ class StableFilters:
         self.table = table
         self.args = args
         self._cache: dict[bytes, list[Failure]] = {}
+        self._by_shape: dict[bytes, list[Failure]] = {}
         self._label_values: dict[str, np.ndarray] = {}
         self._tainted = np.array([bool(hard_taints(n.taints)) for n in table.infos], dtype=bool)
         self._cordoned = np.array([n.unschedulable for n in table.infos], dtype=bool)
+
+    def for_task(self, task: TaskInfo) -> list[Failure]:
+        """``failures`` memoised per task shape (the shape key covers selector, affinity, tolerations)."""
+        got = self._by_shape.get(task.template_key)
+        if got is None:
+            got = self._by_shape[task.template_key] = self.failures(task.pod)
+        return got
 
     def failures(self, pod: Pod) -> list[Failure]:
         spec = pod.spec
@@ -93,9 +101,7 @@ class StableFilters:
         alive = np.ones(n, dtype=bool)
         out: list[Failure] = []
         tolerations = pod.spec.tolerations
-        if self._cordoned.any() and not tolerates(
-            tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"
-        ):
+        if self._cordoned.any() and not tolerates(tolerations, "node.kubernetes.io/unschedulable", "", "NoSchedule"):
             out.append(Failure(self._cordoned.copy(), "node(s) were unschedulable", UNRESOLVABLE))
             alive &= ~self._cordoned
         if self.args.node_affinity:
@@ -118,12 +124,16 @@ class StableFilters:
         for key, val in pod.spec.node_selector.items():
             ok &= self._labels(key) == val
         aff = pod.spec.affinity
-        if aff is not None and aff.node_affinity is not None:
-            if aff.node_affinity.required_during_scheduling_ignored_during_execution is not None:
-                for i in np.flatnonzero(ok):
-                    node = self.table.infos[i]
-                    if not pod_matches_node(pod, node.name, node.labels):
-                        ok[i] = False
+        required = (
+            aff.node_affinity.required_during_scheduling_ignored_during_execution
+            if aff is not None and aff.node_affinity is not None
+            else None
+        )
+        if aff is not None and aff.node_affinity is not None and required is not None:
+            for i in np.flatnonzero(ok):
+                node = self.table.infos[i]
+                if not pod_matches_node(pod, node.name, node.labels):
+                    ok[i] = False
         return ok
 
 
@@ -163,17 +173,36 @@ class PredicatesPlugin(Plugin):
         self.stable = StableFilters(ssn.nodes, self.opts)
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
         # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.
-        self.anti: dict[int, TaskInfo] = {
-            id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)
-        }
+        self.anti: dict[int, TaskInfo] = {id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)}
 
         def on_allocate(task: TaskInfo) -> None:
             # Entries whose task left its node are skipped when read (they have no node_name).
             if _required_terms(task.pod, anti=True):
                 self.anti[id(task)] = task
 
-        ssn.add("predicate", self.predicate)
+        ssn.add("predicate", _Callback(self))
         ssn.add_event_handler(EventHandler(on_allocate, None))
+
+    def is_local(self, task: TaskInfo) -> bool:
+        """Verdicts on node n depend only on node n unless affinity or spreading is involved."""
+        pod = task.pod
+        if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
+            return False
+        if self.opts.pod_affinity:
+            if _required_terms(pod, anti=False) or _required_terms(pod, anti=True):
+                return False
+            if self.anti and self._existing_anti_applies(task):
+                return False
+        return True
+
+    def _existing_anti_applies(self, task: TaskInfo) -> bool:
+        meta = task.pod.metadata
+        for other in self.anti.values():
+            for term in _required_terms(other.pod, anti=True):
+                names = self.topo.namespaces_of(other.pod, term)
+                if _ns_ok(names, meta.namespace) and label_selector_matches(term.label_selector, meta.labels):
+                    return True
+        return False
 
     # -- the PredicateFn ------------------------------------------------------------------
     def predicate(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
@@ -183,7 +212,7 @@ class PredicatesPlugin(Plugin):
         if over.any():
             failures.append(Failure(over, POD_NUMBER_EXCEEDED, Code.UNSCHEDULABLE))
         alive = np.ones(len(idx), dtype=bool)
-        for f in self.stable.failures(task.pod):
+        for f in self.stable.for_task(task):
             mask = f.mask[idx] & alive
             if mask.any():
                 failures.append(Failure(mask, f.reason, f.code))
@@ -197,9 +226,30 @@ class PredicatesPlugin(Plugin):
             self._spread(pod, idx, alive, failures)
         return failures
 
-    def _add(
-        self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code
-    ) -> None:
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        """Scalar twin of ``passes`` for one node (see RowCache)."""
+        table = self.table
+        if table.pod_count[i] >= table.max_pods[i]:
+            return False
+        if any(f.mask[i] for f in self.stable.for_task(task)):
+            return False
+        if self.opts.node_ports and _host_ports(task.pod):
+            return bool(self.passes(task, np.array([i], dtype=np.intp))[0])
+        return True
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        table = self.table
+        ok = table.pod_count[idx] < table.max_pods[idx]
+        for f in self.stable.for_task(task):
+            ok &= ~f.mask[idx]
+        if self.opts.node_ports and _host_ports(task.pod):
+            failures: list[Failure] = []
+            self._ports(task.pod, idx, np.ones(len(idx), dtype=bool), failures)
+            for f in failures:
+                ok &= ~f.mask
+        return ok
+
+    def _add(self, failures: list[Failure], mask: BoolArray, alive: BoolArray, reason: str, code: Code) -> None:
         mask = mask & alive
         if mask.any():
             failures.append(Failure(mask, reason, code))
@@ -240,9 +290,7 @@ class PredicatesPlugin(Plugin):
                 counts = self._term_counts(pod, term)
                 codes = self.topo.node_domain_values(term.topology_key, idx)
                 bad |= (codes >= 0) & (counts[np.maximum(codes, 0)] > 0)
-            self._add(
-                failures, bad, alive, "node(s) didn't match pod anti-affinity rules", Code.UNSCHEDULABLE
-            )
+            self._add(failures, bad, alive, "node(s) didn't match pod anti-affinity rules", Code.UNSCHEDULABLE)
         if self.anti:
             bad = self._existing_anti(task, idx)
             self._add(
@@ -287,9 +335,7 @@ class PredicatesPlugin(Plugin):
             node = self.table.by_name[other.node_name]
             for term in _required_terms(other.pod, anti=True):
                 names = self.topo.namespaces_of(other.pod, term)
-                if not _ns_ok(names, meta.namespace) or not label_selector_matches(
-                    term.label_selector, meta.labels
-                ):
+                if not _ns_ok(names, meta.namespace) or not label_selector_matches(term.label_selector, meta.labels):
                     continue
                 dom = self.topo.domains(term.topology_key)
                 own = dom.code[node.index]
@@ -337,24 +383,37 @@ class PredicatesPlugin(Plugin):
         )
 
 
+class _Callback:
+    """The PredicateFn, with ``is_local`` so the allocate action may cache verdicts per node."""
+
+    def __init__(self, plugin: PredicatesPlugin) -> None:
+        self.plugin = plugin
+        self.is_local = plugin.is_local
+
+    def __call__(self, task: TaskInfo, idx: IntArray) -> list[Failure]:
+        return self.plugin.predicate(task, idx)
+
+    def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        """Pass/fail only, for cached evaluation of local verdicts (no reasons collected)."""
+        return self.plugin.passes(task, idx)
+
+    def passes_row(self, task: TaskInfo, i: int) -> bool:
+        return self.plugin.passes_row(task, i)
+
+
 def _ns_ok(names: set[str] | None, namespace: str) -> bool:
     return names is None or namespace in names
 
 
-def _with_match_label_keys(selector: object, keys: list[str], pod: Pod) -> object:
-    from lahar.api.objects import LabelSelector
-
+def _with_match_label_keys(selector: LabelSelector | None, keys: list[str], pod: Pod) -> LabelSelector | None:
     if not keys or selector is None:
         return selector
-    assert isinstance(selector, LabelSelector)
     extra = {k: pod.metadata.labels[k] for k in keys if k in pod.metadata.labels}
-    return LabelSelector(
-        match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions
-    )
+    return LabelSelector(match_labels={**selector.match_labels, **extra}, match_expressions=selector.match_expressions)
 
 
 def _count_live(
-    topo: TopologyIndex, key: str, selector: object, namespace: str, eligible: BoolArray
+    topo: TopologyIndex, key: str, selector: LabelSelector | None, namespace: str, eligible: BoolArray
 ) -> np.ndarray:
     """Matching, non-terminating pods per domain, on eligible nodes only (kube's spread counting)."""
     dom = topo.domains(key)
@@ -363,6 +422,6 @@ def _count_live(
         c = dom.code[n]
         if c < 0 or not eligible[n] or t.pod.metadata.deletion_timestamp is not None:
             continue
-        if t.namespace == namespace and label_selector_matches(selector, t.pod.metadata.labels):  # type: ignore[arg-type]
+        if t.namespace == namespace and label_selector_matches(selector, t.pod.metadata.labels):
             counts[c] += 1
     return counts

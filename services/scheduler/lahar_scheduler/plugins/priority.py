@@ -18,8 +18,8 @@ class PriorityPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("task_order", lambda l, r: _desc(l.priority, r.priority))
-        ssn.add("job_order", lambda l, r: _desc(l.priority, r.priority))
+        ssn.add("task_order", lambda left, right: _desc(left.priority, right.priority))
+        ssn.add("job_order", lambda left, right: _desc(left.priority, right.priority))
 
         def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
             pjob = ssn.jobs.get(preemptor.job)

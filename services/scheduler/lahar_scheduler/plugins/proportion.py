@@ -49,9 +49,7 @@ class QueueAttr:
         self.share = dominant_share(self.allocated, self.deserved)
 
 
-def _real_capability(
-    total: Resource, total_guarantee: Resource, queue: QueueInfo
-) -> tuple[Resource, Resource | None]:
+def _real_capability(total: Resource, total_guarantee: Resource, queue: QueueInfo) -> tuple[Resource, Resource | None]:
     guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
     real = exceeded_part(total, total_guarantee).add(guarantee)
     capability = None

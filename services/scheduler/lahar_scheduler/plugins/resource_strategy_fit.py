@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.base import Plugin
 
@@ -124,8 +125,5 @@ class ResourceStrategyFitPlugin(Plugin):
         resources = effective_resources(args)
         table = ssn.nodes
         if weight > 0:
-            ssn.add("node_order", lambda task, idx: strategy_scores(table, task, idx, resources, weight))
-
-
-def _unused(_: Any) -> None:
-    return None
+            cache = RowCache(table, lambda task, rows: strategy_scores(table, task, rows, resources, weight))
+            ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])

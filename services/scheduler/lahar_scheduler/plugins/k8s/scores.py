@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar.api.objects import Pod, PodAffinityTerm
+from lahar.api.objects import Pod, PodAffinityTerm, PreferredSchedulingTerm
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, node_term_matches, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 
@@ -24,54 +24,110 @@ MAX = 100
 GPU = "nvidia.com/gpu"
 
 
-def _scalar_units(table: NodeTable, name: str, arr: FloatArray) -> FloatArray:
-    """kube keeps extended resources in units, Volcano in milli-units."""
-    return arr / 1000.0
+def _resource_scores(table: NodeTable, task: TaskInfo, idx: IntArray) -> tuple[FloatArray, FloatArray]:
+    """(allocatable, requested-after) of cpu and memory per node, with kube's non-zero defaults."""
+    return table.alloc[idx, :2], table.nonzero[idx] + task.nonzero_vec
 
 
-def least_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray:
-    """NodeResourcesFit LeastAllocated over cpu and memory (weights 50/50), non-zero requests."""
-    alloc = table.alloc[idx, :2]
-    req = table.nonzero[idx] + task.nonzero_vec
-    a = alloc.astype(np.int64)
-    r = req.astype(np.int64)
-    per = np.where((a > 0) & (r <= a), (a - r) * MAX // np.maximum(a, 1), 0)
-    weights = np.where(a > 0, 50, 0)
-    wsum = weights.sum(axis=1)
-    total = (per * weights).sum(axis=1)
-    return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
+def least_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArray:
+    """NodeResourcesFit LeastAllocated over cpu and memory (weights 50/50), non-zero requests.
+
+    Scores are integers computed with floats: every operand is an integer below 2^53, so the
+    floor of the quotient equals kube's int64 division.
+    """
+    a, r = _resource_scores(table, task, idx)
+    valid = a > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(valid & (r <= a), np.floor((a - r) * MAX / a), 0.0)
+    count = valid.sum(axis=1)
+    return np.where(count > 0, np.floor(per.sum(axis=1) / np.maximum(count, 1)), 0.0)
 
 
-def most_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray:
+def most_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArray:
     """NodeResourcesFit MostAllocated over cpu and memory (weights 1/1), non-zero requests."""
-    a = table.alloc[idx, :2].astype(np.int64)
-    r = (table.nonzero[idx] + task.nonzero_vec).astype(np.int64)
-    per = np.where(a > 0, np.minimum(r, a) * MAX // np.maximum(a, 1), 0)
-    weights = np.where(a > 0, 1, 0)
-    wsum = weights.sum(axis=1)
-    return np.where(wsum > 0, (per * weights).sum(axis=1) // np.maximum(wsum, 1), 0)
+    a, r = _resource_scores(table, task, idx)
+    valid = a > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(valid, np.floor(np.minimum(r, a) * MAX / a), 0.0)
+    count = valid.sum(axis=1)
+    return np.where(count > 0, np.floor(per.sum(axis=1) / np.maximum(count, 1)), 0.0)
 
 
-def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> IntArray | None:
+def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArray | None:
     """NodeResourcesBalancedAllocation over cpu, memory and nvidia.com/gpu, actual requests."""
     space = table.space
     cols = [0, 1]
-    pod_req = [task.init_vec[0], task.init_vec[1]]
     gpu = space.index.get(GPU)
     if gpu is not None and task.init_vec[gpu] > 0:
         cols.append(gpu)
-        pod_req.append(task.init_vec[gpu])
-    if all(v == 0 for v in pod_req):
+    pod_req = task.init_vec[cols]
+    if not pod_req.any():
         return None  # best-effort pods are not scored (kube skips them)
-    alloc = table.alloc[idx][:, cols]
-    req = table.requested[idx][:, cols] + np.array(pod_req)
+    rows = idx[:, None]
+    alloc = table.alloc[rows, cols]
+    req = table.requested[rows, cols] + pod_req
     valid = alloc > 0
-    frac = np.where(valid, np.minimum(req / np.where(valid, alloc, 1), 1.0), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(valid, np.minimum(req / alloc, 1.0), 0.0)
+    if len(cols) == 2 and valid.all():
+        # The common case: cpu and memory on every node; kube's std is then |f0 − f1| / 2.
+        return np.asarray(np.floor((1 - np.abs(frac[:, 0] - frac[:, 1]) / 2) * MAX))
     count = valid.sum(axis=1)
     mean = np.where(count > 0, frac.sum(axis=1) / np.maximum(count, 1), 0.0)
     var = np.where(valid, (frac - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(count, 1)
     std = np.where(count == 2, np.abs(_pair_diff(frac, valid)) / 2, np.where(count > 2, np.sqrt(var), 0.0))
-    return ((1 - std) * MAX).astype(np.int64)
+    return np.asarray(np.floor((1 - std) * MAX))
+
+
+# Scalar twins of the vector kernels above, for updating one node (see RowCache).
+
+
+def least_allocated_row(table: NodeTable, task: TaskInfo, i: int) -> float:
+    total, count = 0.0, 0
+    for c in (0, 1):
+        a = float(table.alloc[i, c])
+        if a <= 0:
+            continue
+        count += 1
+        r = float(table.nonzero[i, c]) + float(task.nonzero_vec[c])
+        if r <= a:
+            total += math.floor((a - r) * MAX / a)
+    return float(math.floor(total / count)) if count else 0.0
+
+
+def most_allocated_row(table: NodeTable, task: TaskInfo, i: int) -> float:
+    total, count = 0.0, 0
+    for c in (0, 1):
+        a = float(table.alloc[i, c])
+        if a <= 0:
+            continue
+        count += 1
+        r = float(table.nonzero[i, c]) + float(task.nonzero_vec[c])
+        total += math.floor(min(r, a) * MAX / a)
+    return float(math.floor(total / count)) if count else 0.0
+
+
+def balanced_allocation_row(table: NodeTable, task: TaskInfo, i: int) -> float | None:
+    cols = [0, 1]
+    gpu = table.space.index.get(GPU)
+    if gpu is not None and task.init_vec[gpu] > 0:
+        cols.append(gpu)
+    pod_req = [float(task.init_vec[c]) for c in cols]
+    if not any(pod_req):
+        return None
+    fracs = []
+    for c, want in zip(cols, pod_req, strict=True):
+        a = float(table.alloc[i, c])
+        if a > 0:
+            fracs.append(min((float(table.requested[i, c]) + want) / a, 1.0))
+    if len(fracs) == 2:
+        std = abs(fracs[0] - fracs[1]) / 2
+    elif len(fracs) > 2:
+        mean = sum(fracs) / len(fracs)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fracs) / len(fracs))
+    else:
+        std = 0.0
+    return float(math.floor((1 - std) * MAX))
 
 
 def _pair_diff(frac: FloatArray, valid: np.ndarray) -> FloatArray:
@@ -82,45 +138,45 @@ def _pair_diff(frac: FloatArray, valid: np.ndarray) -> FloatArray:
     return np.asarray(first - second)
 
 
-def default_normalize(raw: IntArray, reverse: bool) -> IntArray:
-    """kube's DefaultNormalizeScore: scale so the maximum becomes 100 (reversed when asked)."""
+def default_normalize(raw: IntArray, reverse: bool) -> IntArray | int:
+    """kube's DefaultNormalizeScore: scale so the maximum becomes 100 (reversed when asked).
+
+    An all-zero input gives a constant, returned as a plain int to spare an array.
+    """
     top = int(raw.max()) if len(raw) else 0
     if top == 0:
-        return np.full(len(raw), MAX if reverse else 0, dtype=np.int64)
+        return MAX if reverse else 0
     scaled = raw * MAX // top
     return MAX - scaled if reverse else scaled
 
 
-def node_affinity(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray | None:
+def preferred_terms(pod: Pod) -> list[PreferredSchedulingTerm]:
     aff = pod.spec.affinity
-    terms = (
-        aff.node_affinity.preferred_during_scheduling_ignored_during_execution
-        if aff and aff.node_affinity
-        else []
-    )
-    if not terms:
-        return None
-    raw = np.zeros(len(idx), dtype=np.int64)
-    for j, n in enumerate(idx):
-        node = table.infos[n]
-        raw[j] = sum(
-            t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels)
-        )
-    return default_normalize(raw, reverse=False)
+    if aff is None or aff.node_affinity is None:
+        return []
+    return list(aff.node_affinity.preferred_during_scheduling_ignored_during_execution)
 
 
-def taint_toleration(table: NodeTable, pod: Pod, idx: IntArray) -> IntArray:
+def node_affinity_raw(table: NodeTable, terms: list[PreferredSchedulingTerm]) -> IntArray:
+    """Σ weights of the preferred terms each node matches, over every node."""
+    raw = np.zeros(len(table.infos), dtype=np.int64)
+    for j, node in enumerate(table.infos):
+        raw[j] = sum(t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels))
+    return raw
+
+
+def taint_raw(table: NodeTable, pod: Pod) -> IntArray:
+    """Per node, the PreferNoSchedule taints the pod does not tolerate."""
     tolerations = [t for t in pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
-    raw = np.zeros(len(idx), dtype=np.int64)
-    for j, n in enumerate(idx):
-        taints = table.infos[n].taints
-        if taints:
+    raw = np.zeros(len(table.infos), dtype=np.int64)
+    for j, node in enumerate(table.infos):
+        if node.taints:
             raw[j] = sum(
                 1
-                for t in taints
+                for t in node.taints
                 if t.effect == "PreferNoSchedule" and not tolerates(tolerations, t.key, t.value, t.effect)
             )
-    return default_normalize(raw, reverse=True)
+    return raw
 
 
 def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
@@ -128,18 +184,22 @@ def _weighted_terms(pod: Pod, anti: bool) -> list[tuple[PodAffinityTerm, int]]:
     group = (aff.pod_anti_affinity if anti else aff.pod_affinity) if aff else None
     if group is None:
         return []
-    return [
-        (w.pod_affinity_term, w.weight) for w in group.preferred_during_scheduling_ignored_during_execution
-    ]
+    return [(w.pod_affinity_term, w.weight) for w in group.preferred_during_scheduling_ignored_during_execution]
 
 
-def inter_pod_affinity(topo: TopologyIndex, pod: Pod, idx: IntArray, hard_weight: int = 1) -> IntArray | None:
-    """InterPodAffinity scoring: preferred terms both ways, plus existing pods' required affinity."""
+def inter_pod_affinity(
+    topo: TopologyIndex, pod: Pod, idx: IntArray, with_affinity: int, hard_weight: int = 1
+) -> IntArray | None:
+    """InterPodAffinity scoring: preferred terms both ways, plus existing pods' required affinity.
+
+    ``with_affinity`` counts placed pods that carry affinity terms; when it is zero and the pod
+    has none either, kube's PreScore finds nothing to score.
+    """
     aff = pod.spec.affinity
     has_own = aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
-    own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [
-        (t, w, -1) for t, w in _weighted_terms(pod, True)
-    ]
+    if not has_own and not with_affinity:
+        return None
+    own = [(t, w, 1) for t, w in _weighted_terms(pod, False)] + [(t, w, -1) for t, w in _weighted_terms(pod, True)]
     scores: dict[tuple[str, str], int] = {}
     table = topo.table
     any_existing = False
@@ -229,11 +289,7 @@ def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | 
         counts = np.zeros(max(d.count, 1) if not hostname else len(table.infos), dtype=np.int64)
         for t, n in topo.placed():
             code = d.code[n]
-            if (
-                code < 0
-                or t.pod.metadata.deletion_timestamp is not None
-                or t.namespace != pod.metadata.namespace
-            ):
+            if code < 0 or t.pod.metadata.deletion_timestamp is not None or t.namespace != pod.metadata.namespace:
                 continue
             if not hostname and (not eligible[n] or code not in candidate_domains[ci]):
                 continue

@@ -54,9 +54,7 @@ class TopologyIndex:
         names = term_namespaces(pod, term)
         if names is not None and not names and term.namespace_selector is not None:
             sel = term.namespace_selector
-            names = {
-                ns for ns, labels in self.namespace_labels.items() if label_selector_matches(sel, labels)
-            }
+            names = {ns for ns, labels in self.namespace_labels.items() if label_selector_matches(sel, labels)}
             names.update(term.namespaces)
         return names
 

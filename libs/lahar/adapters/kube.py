@@ -1,0 +1,325 @@
+"""The Kubernetes API, asynchronously: list, watch, bind, evict, patch, events.
+
+Configuration (kubeconfig or in-cluster) is read with the official ``kubernetes`` client's
+loader; requests go through ``httpx`` and bodies are decoded with ``msgspec``.  Why not the
+official client for the calls themselves: it is synchronous, it fails to decode the 201 Status
+that ``pods/binding`` returns, and decoding 50,000 pods into its models is slow.  Errors are
+classified here into transient ones (retry or redeliver) and permanent ones (report, go on).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+
+# --- resources -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str  # plural, as mirrored: "pods"
+    group_version: str  # "v1" or "scheduling.volcano.sh/v1beta1"
+    namespaced: bool
+
+    def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
+        base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        parts = [base]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.kind)
+        if name:
+            parts.append(name)
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+RESOURCES: dict[str, Resource] = {
+    r.kind: r
+    for r in (
+        Resource("nodes", "v1", False),
+        Resource("pods", "v1", True),
+        Resource("namespaces", "v1", False),
+        Resource("resourcequotas", "v1", True),
+        Resource("events", "v1", True),
+        Resource("priorityclasses", "scheduling.k8s.io/v1", False),
+        Resource("podgroups", "scheduling.volcano.sh/v1beta1", True),
+        Resource("queues", "scheduling.volcano.sh/v1beta1", False),
+        Resource("jobs", "batch.volcano.sh/v1alpha1", True),
+        Resource("commands", "bus.volcano.sh/v1alpha1", True),
+    )
+}
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class TransientKubeError(KubeError):
+    """Worth retrying: 429, 5xx, timeouts, connection failures."""
+
+
+class PermanentKubeError(KubeError):
+    """Not worth retrying as is: 4xx other than 409/410/429."""
+
+
+class Conflict(PermanentKubeError):
+    pass
+
+
+class NotFound(PermanentKubeError):
+    pass
+
+
+class Gone(KubeError):
+    """410: the resourceVersion is older than the server's history; list again."""
+
+
+class _Status(msgspec.Struct):
+    reason: str = ""
+    message: str = ""
+    code: int = 0
+
+
+def _error(status: int, body: bytes) -> KubeError:
+    try:
+        st = msgspec.json.decode(body, type=_Status)
+        reason, message = st.reason, st.message
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        reason, message = "", body[:200].decode(errors="replace")
+    if status == 409:
+        return Conflict(status, reason or "Conflict", message)
+    if status == 404:
+        return NotFound(status, reason or "NotFound", message)
+    if status == 410:
+        return Gone(status, reason or "Expired", message)
+    if status == 429 or status >= 500:
+        return TransientKubeError(status, reason or "ServerError", message)
+    return PermanentKubeError(status, reason or "Invalid", message)
+
+
+# --- wire types ----------------------------------------------------------------------------------
+
+
+class Meta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str = ""
+    uid: str = ""
+
+
+class _Obj(msgspec.Struct):
+    metadata: Meta = msgspec.field(default_factory=Meta)
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # "continue" is a Python keyword; msgspec maps it through ``name``.
+    cont: str = msgspec.field(default="", name="continue")
+
+
+class _List(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = []
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+_obj_decoder = msgspec.json.Decoder(_Obj)
+_list_decoder = msgspec.json.Decoder(_List)
+_event_decoder = msgspec.json.Decoder(_Event)
+_status_decoder = msgspec.json.Decoder(_Status)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """An object from a list or watch: its raw JSON and the metadata the cache needs."""
+
+    raw: bytes
+    meta: Meta
+
+    @property
+    def key(self) -> str:
+        return f"{self.meta.namespace}/{self.meta.name}" if self.meta.namespace else self.meta.name
+
+
+def item(raw: bytes) -> Item:
+    return Item(bytes(raw), _obj_decoder.decode(raw).metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    item: Item
+
+
+_PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+@dataclass
+class KubeConfig:
+    host: str
+    verify: ssl.SSLContext | bool
+    cert: tuple[str, str] | None
+    headers: dict[str, str]
+
+    @classmethod
+    def load(cls, path: str | None = None) -> KubeConfig:
+        """A kubeconfig file (or KUBECONFIG / ~/.kube/config), else the in-cluster service account."""
+        from kubernetes import client, config  # the official loader understands every kubeconfig form
+
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(config_file=path, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            if path:
+                raise
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        verify: ssl.SSLContext | bool = bool(cfg.verify_ssl)
+        if cfg.host.startswith("https") and cfg.verify_ssl:
+            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else True
+        cert = (cfg.cert_file, cfg.key_file) if cfg.cert_file and cfg.key_file else None
+        headers = {}
+        token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+        if token:
+            headers["Authorization"] = token if token.startswith("Bearer ") else f"Bearer {token}"
+        return cls(cfg.host.rstrip("/"), verify, cert, headers)
+
+
+class KubeClient:
+    def __init__(self, config: KubeConfig, *, max_connections: int = 128, timeout: float = 30.0) -> None:
+        self.config = config
+        self.http = httpx.AsyncClient(
+            base_url=config.host,
+            verify=config.verify,
+            cert=config.cert,
+            headers=config.headers,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = await self.http.request(method, url, **kw)
+        except httpx.TimeoutException as exc:
+            raise TransientKubeError(0, "Timeout", str(exc) or "timed out") from None
+        except httpx.TransportError as exc:
+            raise TransientKubeError(0, "Unreachable", str(exc) or type(exc).__name__) from None
+        if resp.status_code >= 400:
+            raise _error(resp.status_code, resp.content)
+        return resp
+
+    # -- reads ---------------------------------------------------------------------------
+    async def list(self, kind: str, page: int = 5000) -> tuple[list[Item], str]:
+        """Every object of a kind and the collection's resourceVersion (pages followed)."""
+        res = RESOURCES[kind]
+        items: list[Item] = []
+        cont = ""
+        while True:
+            params: dict[str, Any] = {"limit": page}
+            if cont:
+                params["continue"] = cont
+            resp = await self._request("GET", res.path(), params=params)
+            body = _list_decoder.decode(resp.content)
+            items.extend(item(raw) for raw in body.items)
+            cont = body.metadata.cont
+            if not cont:
+                return items, body.metadata.resourceVersion
+
+    async def get(self, kind: str, namespace: str, name: str) -> bytes:
+        resp = await self._request("GET", RESOURCES[kind].path(namespace, name))
+        return resp.content
+
+    async def watch(self, kind: str, resource_version: str, timeout: int = 300) -> AsyncIterator[WatchEvent]:
+        """Events after ``resource_version``; raises ``Gone`` when it is too old (relist then)."""
+        res = RESOURCES[kind]
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        try:
+            async with self.http.stream("GET", res.path(), params=params, timeout=None) as resp:
+                if resp.status_code >= 400:
+                    raise _error(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    if not line:
+                        continue
+                    ev = _event_decoder.decode(line)
+                    if ev.type == "ERROR":
+                        st = _status_decoder.decode(ev.object)
+                        raise _error(st.code or 500, bytes(ev.object))
+                    yield WatchEvent(ev.type, item(ev.object))
+        except httpx.TransportError as exc:
+            raise TransientKubeError(0, "WatchClosed", str(exc) or type(exc).__name__) from None
+
+    # -- writes --------------------------------------------------------------------------
+    async def bind(self, namespace: str, name: str, node: str, uid: str = "") -> None:
+        """POST pods/binding.  The 201 reply is a Status, not a Binding, so it is not decoded."""
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        if uid:
+            body["metadata"]["uid"] = uid
+        await self._request("POST", RESOURCES["pods"].path(namespace, name, "binding"), json=body)
+
+    async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
+        await self._request("POST", RESOURCES["pods"].path(namespace, name, "eviction"), json=body)
+
+    async def patch(self, kind: str, namespace: str, name: str, patch: Any, sub: str = "", how: str = "merge") -> bytes:
+        """PATCH with a merge patch (default), a JSON patch (``json``) or a strategic merge patch
+        (``strategic``: lists such as pod conditions merge by key instead of being replaced)."""
+        ctype = _PATCH_TYPES[how]
+        resp = await self._request(
+            "PATCH",
+            RESOURCES[kind].path(namespace, name, sub),
+            content=msgspec.json.encode(patch),
+            headers={"Content-Type": ctype},
+        )
+        return resp.content
+
+    async def create(self, kind: str, namespace: str, obj: dict[str, Any]) -> bytes:
+        resp = await self._request(
+            "POST",
+            RESOURCES[kind].path(namespace),
+            content=msgspec.json.encode(obj),
+            headers={"Content-Type": "application/json"},
+        )
+        return resp.content
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        await self._request("DELETE", RESOURCES[kind].path(namespace, name))

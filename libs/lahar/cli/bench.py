@@ -1,0 +1,105 @@
+"""``lahar bench``: benchmarks that measure the figures the issues name."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks (scheduler, ...)")
+    bench = p.add_subparsers(dest="bench", metavar="BENCH")
+    s = bench.add_parser("scheduler", help="sessions over a synthetic cluster until nothing more fits")
+    s.add_argument("--nodes", type=int, default=5000)
+    s.add_argument("--pods", type=int, default=50000)
+    s.add_argument("--tasks-per-job", type=int, default=10)
+    s.add_argument("--queues", type=int, default=4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--conf", help="a volcano-scheduler.conf (default: the built-in configuration)")
+    s.add_argument("--profile", help="write a pyinstrument profile of the sessions to this HTML file")
+    s.add_argument("--output", choices=("text", "json"), default="text")
+    s.set_defaults(handler=bench_scheduler)
+    # Benchmarks of other parts register themselves here when their modules provide register_bench.
+    for module in ("lahar.cli.benchsim", "lahar.cli.admission"):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        hook = getattr(mod, "register_bench", None)
+        if hook is not None:
+            hook(bench)
+    p.set_defaults(handler=lambda args: _usage(p))
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def bench_scheduler(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lahar_scheduler.core import load_conf, run_session
+    from lahar_scheduler.framework.snapshot import Snapshot
+    from lahar_scheduler.synthetic import make_jobs, make_nodes, make_queues, priority_classes
+
+    for name in ("nodes", "pods", "tasks_per_job", "queues"):
+        if getattr(args, name) < 1:
+            print(f"lahar bench scheduler: --{name.replace('_', '-')}: must be at least 1", file=sys.stderr)
+            return 2
+    conf = load_conf(Path(args.conf).read_text() if args.conf else None)
+    t0 = time.perf_counter()
+    groups, pods = make_jobs(args.pods, args.tasks_per_job, args.queues, seed=args.seed)
+    snapshot = Snapshot(
+        make_nodes(args.nodes, seed=args.seed), pods, groups, make_queues(args.queues), priority_classes()
+    )
+    build = time.perf_counter() - t0
+    profiler = _profiler(args.profile)
+    placed = sessions = 0
+    seconds = 0.0
+    while True:
+        start = time.perf_counter()
+        result = run_session(snapshot, conf, seed=args.seed + sessions, uid=f"bench-{sessions}")
+        seconds += time.perf_counter() - start
+        sessions += 1
+        placed += len(result.binds)
+        if not result.binds:
+            break
+    if profiler is not None:
+        profiler.stop()
+        Path(args.profile).write_text(profiler.output_html())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    report = {
+        "nodes": args.nodes,
+        "pods": len(pods),
+        "pods_placed": placed,
+        "sessions": sessions,
+        "seconds": round(seconds, 3),
+        "pods_per_second": round(placed / seconds, 1) if seconds else 0.0,
+        "snapshot_build_seconds": round(build, 3),
+        "peak_rss_bytes": rss,
+    }
+    if args.output == "json":
+        print(json.dumps(report))
+    else:
+        print(
+            f"placed {placed}/{len(pods)} pods on {args.nodes} nodes in {sessions} sessions: "
+            f"{seconds:.2f} s of sessions, {report['pods_per_second']} pods/s; "
+            f"snapshot built in {build:.2f} s; peak RSS {rss / 2**20:.0f} MiB"
+        )
+    return 0
+
+
+def _profiler(path: str | None) -> Any:
+    if not path:
+        return None
+    from pyinstrument import Profiler
+
+    profiler = Profiler()
+    profiler.start()
+    return profiler

@@ -1,0 +1,138 @@
+"""Messages on the bus: deltas, decisions and results, as msgspec types with a schema version.
+
+Every message carries ``v``.  A reader that sees another version, or bytes that do not decode,
+dead-letters the message and goes on (see ``decode``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+import msgspec
+
+VERSION = 1
+
+Op = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One object change, as the cache saw it on the watch (or found it on a relist)."""
+
+    v: int = VERSION
+    kind: str
+    op: Op
+    key: str  # "namespace/name", or "name" for cluster-scoped kinds
+    rv: str  # the object's resourceVersion
+    obj: msgspec.Raw | None = None  # the object's JSON, as the API server served it
+
+
+class Bind(msgspec.Struct, kw_only=True, tag="bind"):
+    v: int = VERSION
+    id: str
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str
+    job: str = ""
+    session: str = ""
+    fence: int = 0  # the scheduler leader's election revision
+
+
+class Evict(msgspec.Struct, kw_only=True, tag="evict"):
+    v: int = VERSION
+    id: str
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str = ""
+    reason: str = ""
+    job: str = ""
+    session: str = ""
+    fence: int = 0
+
+
+class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup"):
+    v: int = VERSION
+    id: str
+    namespace: str
+    name: str
+    status: dict[str, Any]
+    fence: int = 0
+
+
+class QueueStatus(msgspec.Struct, kw_only=True, tag="queue"):
+    v: int = VERSION
+    id: str
+    name: str
+    allocated: dict[str, str]
+    fence: int = 0
+
+
+class PodStatus(msgspec.Struct, kw_only=True, tag="podstatus"):
+    """The pod's PodScheduled condition (and nominated node) explaining why it waits."""
+
+    v: int = VERSION
+    id: str
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    nominated_node: str = ""
+    fence: int = 0
+
+
+Decision = Bind | Evict | PodGroupStatus | QueueStatus | PodStatus
+
+Outcome = Literal["done", "conflict", "gone", "failed"]
+
+
+class Result(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a binder did with one decision."""
+
+    v: int = VERSION
+    id: str
+    kind: str  # the decision's tag
+    namespace: str = ""
+    name: str
+    outcome: Outcome
+    node: str = ""
+    message: str = ""
+
+
+class BadMessage(ValueError):
+    """A message that cannot be used: malformed, or of a schema version this reader does not know."""
+
+
+_encoder = msgspec.json.Encoder()
+_delta_decoder = msgspec.json.Decoder(Delta)
+_decision_decoder = msgspec.json.Decoder(Decision)
+_result_decoder = msgspec.json.Decoder(Result)
+
+T = TypeVar("T")
+
+
+def encode(msg: Any) -> bytes:
+    return _encoder.encode(msg)
+
+
+def _checked(decoder: msgspec.json.Decoder[T], data: bytes) -> T:
+    try:
+        msg = decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BadMessage(f"malformed message: {exc}") from None
+    version = getattr(msg, "v", None)
+    if version != VERSION:
+        raise BadMessage(f"unknown schema version {version!r} (this reader knows {VERSION})")
+    return msg
+
+
+def decode_delta(data: bytes) -> Delta:
+    return _checked(_delta_decoder, data)
+
+
+def decode_decision(data: bytes) -> Decision:
+    return _checked(_decision_decoder, data)
+
+
+def decode_result(data: bytes) -> Result:
+    return _checked(_result_decoder, data)

@@ -1,0 +1,123 @@
+"""Turning a session's result into decision messages for the binders (pure).
+
+Status writes are expensive for an API server (Volcano's per-session writes are a known cause of
+load), so PodGroup, Queue and pod-condition updates are sent only when they changed since the
+last time this scheduler sent them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lahar.api.resource import Resource
+from lahar.wire.messages import Bind, Evict, PodGroupStatus, PodStatus, QueueStatus
+from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
+
+
+@dataclass
+class Sent:
+    """What was last sent per object, to send only changes."""
+
+    queues: dict[str, dict[str, str]] = field(default_factory=dict)
+    pods: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class Decisions:
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    podgroups: list[PodGroupStatus] = field(default_factory=list)
+    queues: list[QueueStatus] = field(default_factory=list)
+    pods: list[PodStatus] = field(default_factory=list)
+
+
+def podgroup_status(update: PodGroupUpdate, now: str) -> dict[str, Any]:
+    conditions = [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "message": c.message,
+            "transitionID": c.transition_id,
+            "lastTransitionTime": now,
+        }
+        for c in update.conditions
+    ]
+    return {
+        "phase": update.phase,
+        "conditions": conditions,
+        "running": update.running,
+        "succeeded": update.succeeded,
+        "failed": update.failed,
+    }
+
+
+def queue_allocated(r: Resource) -> dict[str, str]:
+    return r.to_list()
+
+
+def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str) -> Decisions:
+    out = Decisions()
+    for task, node in result.binds:
+        out.binds.append(
+            Bind(
+                id=f"{session}/bind/{task.key}",
+                namespace=task.namespace,
+                name=task.name,
+                uid=task.pod.metadata.uid,
+                node=node,
+                job=task.job,
+                session=session,
+                fence=fence,
+            )
+        )
+    for task, reason in result.evictions:
+        out.evictions.append(
+            Evict(
+                id=f"{session}/evict/{task.key}",
+                namespace=task.namespace,
+                name=task.name,
+                uid=task.pod.metadata.uid,
+                node=task.node_name,
+                reason=reason,
+                job=task.job,
+                session=session,
+                fence=fence,
+            )
+        )
+    for uid, update in result.podgroups.items():
+        if update.changed:
+            ns, _, name = uid.partition("/")
+            out.podgroups.append(
+                PodGroupStatus(
+                    id=f"{session}/podgroup/{uid}",
+                    namespace=ns,
+                    name=name,
+                    status=podgroup_status(update, now),
+                    fence=fence,
+                )
+            )
+    for name, allocated in result.queues.items():
+        listed = queue_allocated(allocated)
+        if sent.queues.get(name) != listed:
+            sent.queues[name] = listed
+            out.queues.append(QueueStatus(id=f"{session}/queue/{name}", name=name, allocated=listed, fence=fence))
+    for key, why in result.task_reasons.items():
+        now_sent = (why.reason, why.message, why.nominated_node)
+        if sent.pods.get(key) == now_sent:
+            continue
+        sent.pods[key] = now_sent
+        ns, _, name = key.partition("/")
+        out.pods.append(
+            PodStatus(
+                id=f"{session}/podstatus/{key}",
+                namespace=ns,
+                name=name,
+                reason=why.reason,
+                message=why.message,
+                nominated_node=why.nominated_node,
+                fence=fence,
+            )
+        )
+    return out

@@ -1,0 +1,98 @@
+"""Applying the cache's deltas to a live snapshot (pure; the service shell feeds them in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from lahar.api.codec import DecodeError, decode_as
+from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.wire.messages import Delta
+from lahar_scheduler.framework.snapshot import Snapshot
+from lahar_scheduler.framework.types import TaskStatus
+
+_TYPES: dict[str, type[Any]] = {
+    "nodes": Node,
+    "pods": Pod,
+    "podgroups": PodGroup,
+    "queues": Queue,
+    "priorityclasses": PriorityClass,
+    "namespaces": Namespace,
+}
+
+
+@dataclass
+class Change:
+    """What a delta changed, so the service knows whether to start a session early."""
+
+    pending: bool = False  # a pod of ours now waits for a node
+    freed: bool = False  # resources were released (pod gone or finished, node added)
+    relevant: bool = False  # anything the scheduler reads
+
+
+def decode(delta: Delta) -> Any:
+    """The typed object a delta carries, or a ``DecodeError`` naming the field."""
+    typ = _TYPES.get(delta.kind)
+    if typ is None or delta.obj is None:
+        return None
+    try:
+        raw = msgspec.json.decode(delta.obj)
+    except msgspec.DecodeError as exc:
+        raise DecodeError(f"{delta.kind}/{delta.key}", f"not JSON: {exc}") from None
+    return decode_as(raw, typ, f"{delta.kind}/{delta.key}")
+
+
+def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
+    """Apply one decoded delta; ``obj`` is ``decode(delta)`` (None for kinds the scheduler ignores)."""
+    kind, change = delta.kind, Change()
+    namespace, _, name = delta.key.rpartition("/")
+    if kind == "pods":
+        _pod(snapshot, delta, obj, namespace, name, change)
+    elif kind == "nodes":
+        if delta.op == "DELETED":
+            change.relevant = snapshot.delete_node(name)
+        else:
+            change.relevant = change.freed = snapshot.upsert_node(obj)
+    elif kind == "podgroups":
+        if delta.op == "DELETED":
+            snapshot.delete_podgroup(namespace, name)
+        else:
+            snapshot.upsert_podgroup(obj)
+        change.relevant = change.pending = True
+    elif kind == "queues":
+        if delta.op == "DELETED":
+            snapshot.delete_queue(name)
+        else:
+            snapshot.upsert_queue(obj)
+        change.relevant = change.pending = True
+    elif kind == "priorityclasses":
+        if delta.op == "DELETED":
+            snapshot.delete_priority_class(name)
+        else:
+            snapshot.upsert_priority_class(obj)
+        change.relevant = True
+    elif kind == "namespaces":
+        if delta.op == "DELETED":
+            snapshot.namespace_labels.pop(name, None)
+        else:
+            snapshot.namespace_labels[name] = dict(obj.metadata.labels)
+    return change
+
+
+def _pod(snapshot: Snapshot, delta: Delta, pod: Pod | None, namespace: str, name: str, change: Change) -> None:
+    old = snapshot.delete_pod(namespace, name)
+    if old is not None and old.node_name:
+        change.freed = True
+    if delta.op == "DELETED" or pod is None:
+        change.relevant = old is not None
+        return
+    task = snapshot.upsert_pod(pod)
+    if task is None:
+        return
+    change.relevant = True
+    if task.status == TaskStatus.PENDING and task.job:
+        change.pending = True
+    if task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.RELEASING):
+        change.freed = True
