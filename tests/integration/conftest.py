@@ -99,9 +99,7 @@ def pod_manifest(name: str, **extra: Any) -> dict[str, Any]:
     if labels:
         meta["labels"] = labels
     spec = {
-        "containers": [
-            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
-        ],
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
         **extra,
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -112,9 +110,7 @@ def pod() -> Callable[..., dict[str, Any]]:
     return pod_manifest
 
 
-def poll(
-    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
-) -> Any:
+def poll(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
     """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None

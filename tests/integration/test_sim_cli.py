@@ -15,9 +15,7 @@ from lahar.sim import SimProcess
 from lahar.sim.nodes import NodeSpecError, build_nodes, load_nodes_file, parse_spec
 
 
-def lahar(
-    *args: str, kubeconfig: Path | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
+def lahar(*args: str, kubeconfig: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ}
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
@@ -160,10 +158,7 @@ def test_apply_get_delete(kubeconfig: Path, ns: str) -> None:
     assert all_ns[0].split()[0] == "NAMESPACE" and any(line.startswith(ns) for line in all_ns)
 
     missing = lahar("get", "pod", "nope", "-n", ns, kubeconfig=kubeconfig)
-    assert (
-        missing.returncode == 1
-        and missing.stderr.strip() == 'Error from server (NotFound): pods "nope" not found'
-    )
+    assert missing.returncode == 1 and missing.stderr.strip() == 'Error from server (NotFound): pods "nope" not found'
     unknown = lahar("get", "gizmos", kubeconfig=kubeconfig)
     assert unknown.returncode == 1 and 'doesn\'t have a resource type "gizmos"' in unknown.stderr
 
@@ -195,11 +190,7 @@ def test_bench_sim_runs_small(tmp_path: Path) -> None:
     result = lahar("bench-sim", "--list-pods", "300", "--binds", "200", "--nodes", "10", "--output", "json")
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
-    assert (
-        figures["bindings"] == 200
-        and figures["binding_errors"] == 0
-        and figures["watchers_saw_every_binding"]
-    )
+    assert figures["bindings"] == 200 and figures["binding_errors"] == 0 and figures["watchers_saw_every_binding"]
     assert figures["bindings_per_second"] > 0 and figures["list_50k_seconds"] > 0
 
 

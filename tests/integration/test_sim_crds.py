@@ -68,13 +68,9 @@ def test_queue_status_subresource(custom: client.CustomObjectsApi) -> None:
         },
     )
     assert "status" not in q  # dropped on create, as for any CRD with a status subresource
-    q = custom.patch_cluster_custom_object(
-        *args, "q-crd", {"spec": {"weight": 2}, "status": {"state": "Closed"}}
-    )
+    q = custom.patch_cluster_custom_object(*args, "q-crd", {"spec": {"weight": 2}, "status": {"state": "Closed"}})
     assert q["spec"]["weight"] == 2 and "status" not in q and q["metadata"]["generation"] == 2
-    q = custom.patch_cluster_custom_object_status(
-        *args, "q-crd", {"status": {"state": "Open"}, "spec": {"weight": 9}}
-    )
+    q = custom.patch_cluster_custom_object_status(*args, "q-crd", {"status": {"state": "Open"}, "spec": {"weight": 9}})
     assert q["status"] == {"state": "Open"} and q["spec"]["weight"] == 2 and q["metadata"]["generation"] == 2
     stale = dict(q, status={"state": "Closed"})
     custom.replace_cluster_custom_object_status(*args, "q-crd", stale)

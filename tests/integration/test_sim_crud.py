@@ -109,9 +109,7 @@ def test_merge_json_and_strategic_patches(core: client.CoreV1Api, ns: str, pod) 
     patched = core.patch_namespaced_pod("p", ns, {"metadata": {"labels": {"b": "2"}}})
     assert patched.metadata.labels == {"a": "1", "b": "2"}
     # strategic merge: containers merge by name
-    patched = core.patch_namespaced_pod(
-        "p", ns, {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}
-    )
+    patched = core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}})
     assert [(c.name, c.image) for c in patched.spec.containers] == [("main", "busybox:2")]
     assert patched.spec.containers[0].resources.requests == {"cpu": "1", "memory": "1Gi"}
     # JSON patch: a list body
@@ -136,9 +134,7 @@ def test_pod_spec_is_immutable_but_image_is_not(core: client.CoreV1Api, ns: str,
 def test_pod_status_subresource(core: client.CoreV1Api, ns: str, pod) -> None:
     core.create_namespaced_pod(ns, pod("p"))
     # the main resource ignores status changes
-    ignored = core.patch_namespaced_pod(
-        "p", ns, {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}
-    )
+    ignored = core.patch_namespaced_pod("p", ns, {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}})
     assert ignored.status.phase == "Pending" and ignored.metadata.labels == {"x": "y"}
     # the status subresource changes only status
     changed = core.patch_namespaced_pod_status(
@@ -163,9 +159,7 @@ def test_finalizers_hold_deletion(core: client.CoreV1Api, ns: str) -> None:
 
 def test_delete_collection(core: client.CoreV1Api, ns: str) -> None:
     for i in range(3):
-        core.create_namespaced_config_map(
-            ns, {"metadata": {"name": f"c{i}", "labels": {"keep": str(i == 0).lower()}}}
-        )
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}", "labels": {"keep": str(i == 0).lower()}}})
     core.delete_collection_namespaced_config_map(ns, label_selector="keep=false")
     assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c0"]
 
@@ -209,9 +203,7 @@ def test_cluster_scoped_and_other_groups(api_client: client.ApiClient) -> None:
 
 def test_namespaces_are_not_enforced_but_listed(core: client.CoreV1Api, pod) -> None:
     core.create_namespaced_pod("no-such-namespace-crud", pod("p"))
-    assert (
-        core.read_namespaced_pod("p", "no-such-namespace-crud").metadata.namespace == "no-such-namespace-crud"
-    )
+    assert core.read_namespaced_pod("p", "no-such-namespace-crud").metadata.namespace == "no-such-namespace-crud"
     names = [n.metadata.name for n in core.list_namespace().items]
     assert "default" in names and "kube-system" in names
     core.delete_namespaced_pod("p", "no-such-namespace-crud")
@@ -229,9 +221,7 @@ def test_malformed_metadata_is_422(sim, core: client.CoreV1Api, ns: str) -> None
     import httpx
 
     with httpx.Client(base_url=sim.url, trust_env=False) as http:
-        reply = http.post(
-            f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "x", "labels": {"a": 1}}}
-        )
+        reply = http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "x", "labels": {"a": 1}}})
     assert reply.status_code == 422 and "metadata.labels" in reply.json()["message"]
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map(ns, {"metadata": {"name": "Not_Valid"}})

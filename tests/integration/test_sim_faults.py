@@ -53,19 +53,11 @@ def test_injected_latency(sim, core: client.CoreV1Api, ns: str) -> None:
 
 def test_admin_endpoint(sim, ns: str) -> None:
     with httpx.Client(base_url=sim.url, trust_env=False) as http:
-        reply = http.put(
-            "/lahar-sim/v1/faults", json={"errorRate": {"create": 1.0}, "errorCodes": {"create": [500]}}
-        )
+        reply = http.put("/lahar-sim/v1/faults", json={"errorRate": {"create": 1.0}, "errorCodes": {"create": [500]}})
         assert reply.status_code == 200 and reply.json()["errorRate"] == {"create": 1.0}
-        assert (
-            http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code
-            == 500
-        )
+        assert http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code == 500
         http.put("/lahar-sim/v1/faults", json={})
-        assert (
-            http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code
-            == 201
-        )
+        assert http.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": "c"}}).status_code == 201
         bad = http.put("/lahar-sim/v1/faults", json={"latency": {"bogus": 1}})
         assert bad.status_code == 400 and "bogus" in bad.json()["message"]
 

@@ -13,9 +13,7 @@ from lahar.sim import bind_pod
 
 def test_bind_pod_helper_and_conflict(core: client.CoreV1Api, ns: str, pod) -> None:
     created = core.create_namespaced_pod(ns, pod("b"))
-    bind_pod(
-        core.api_client, ns, "b", "node-0002", uid=created.metadata.uid, annotations={"lahar.io/session": "7"}
-    )
+    bind_pod(core.api_client, ns, "b", "node-0002", uid=created.metadata.uid, annotations={"lahar.io/session": "7"})
     bound = core.read_namespaced_pod("b", ns)
     assert bound.spec.node_name == "node-0002"
     assert bound.metadata.annotations == {"lahar.io/session": "7"}
@@ -70,9 +68,7 @@ def test_kubelet_phases_pending_running_succeeded(core: client.CoreV1Api, ns: st
     core.create_namespaced_pod(ns, pod("k", annotations={"sim.lahar.io/run-seconds": "0.3"}))
     assert core.read_namespaced_pod("k", ns).status.phase == "Pending"
     bind_pod(core.api_client, ns, "k", "node-0001")
-    running = wait_for(
-        lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Running" and p, what="Running"
-    )
+    running = wait_for(lambda: (p := core.read_namespaced_pod("k", ns)).status.phase == "Running" and p, what="Running")
     assert running.status.pod_ip and running.status.host_ip and running.status.start_time
     assert running.status.container_statuses[0].state.running is not None
     done = wait_for(
@@ -86,9 +82,7 @@ def test_kubelet_failed_exit_code(core: client.CoreV1Api, ns: str, pod, wait_for
         ns, pod("f", annotations={"sim.lahar.io/run-seconds": "0.1", "sim.lahar.io/exit-code": "3"})
     )
     bind_pod(core.api_client, ns, "f", "node-0001")
-    failed = wait_for(
-        lambda: (p := core.read_namespaced_pod("f", ns)).status.phase == "Failed" and p, what="Failed"
-    )
+    failed = wait_for(lambda: (p := core.read_namespaced_pod("f", ns)).status.phase == "Failed" and p, what="Failed")
     assert failed.status.container_statuses[0].state.terminated.exit_code == 3
 
 
@@ -151,9 +145,7 @@ def test_delete_bound_pod_waits_for_grace(core: client.CoreV1Api, ns: str, pod, 
 def test_priority_class_resolves_to_priority(
     api_client: client.ApiClient, core: client.CoreV1Api, ns: str, pod
 ) -> None:
-    client.SchedulingV1Api(api_client).create_priority_class(
-        {"metadata": {"name": f"pc-{ns}"}, "value": 4242}
-    )
+    client.SchedulingV1Api(api_client).create_priority_class({"metadata": {"name": f"pc-{ns}"}, "value": 4242})
     created = core.create_namespaced_pod(ns, pod("pri", priority_class_name=f"pc-{ns}"))
     assert created.spec.priority == 4242
     with pytest.raises(ApiException) as err:

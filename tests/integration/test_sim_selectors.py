@@ -76,9 +76,7 @@ def test_node_labels_and_selectors(core: client.CoreV1Api) -> None:
     assert [n.metadata.name for n in gpu] == ["gpu-0001", "gpu-0002"]
     assert gpu[0].status.allocatable["nvidia.com/gpu"] == "4"
     assert gpu[0].spec.taints[0].key == "dedicated" and gpu[0].spec.taints[0].effect == "NoSchedule"
-    assert [n.metadata.name for n in core.list_node(field_selector="metadata.name=node-0003").items] == [
-        "node-0003"
-    ]
+    assert [n.metadata.name for n in core.list_node(field_selector="metadata.name=node-0003").items] == ["node-0003"]
 
 
 @pytest.mark.parametrize("text", ["a=", "a in ()", "a>3", "x/y=z", "a notin (b,c),d!=e"])

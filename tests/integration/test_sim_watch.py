@@ -49,9 +49,7 @@ def test_official_client_watch_sees_live_events(core: client.CoreV1Api, ns: str,
     assert seen == [("ADDED", "w")]
 
 
-def test_watch_without_resource_version_starts_with_current_state(
-    sim, core: client.CoreV1Api, ns: str
-) -> None:
+def test_watch_without_resource_version_starts_with_current_state(sim, core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
     events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/configmaps", {}, until=1)
     assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "x"
@@ -64,9 +62,7 @@ def test_gone_when_history_is_compacted_then_relist(make_sim) -> None:
     start = core.list_namespaced_config_map("default").metadata.resource_version
     for i in range(10):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
-    events = raw_watch(
-        small.url, "/api/v1/namespaces/default/configmaps", {"resourceVersion": start}, until=1
-    )
+    events = raw_watch(small.url, "/api/v1/namespaces/default/configmaps", {"resourceVersion": start}, until=1)
     assert events[0]["type"] == "ERROR"
     status = events[0]["object"]
     assert status["kind"] == "Status" and status["code"] == 410 and status["reason"] == "Expired"

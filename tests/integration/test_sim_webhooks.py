@@ -55,17 +55,13 @@ def make_certs(directory: Path) -> tuple[bytes, Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=1))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     cert_path, key_path = directory / "tls.crt", directory / "tls.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return ca.public_bytes(serialization.Encoding.PEM), cert_path, key_path
 
@@ -148,9 +144,7 @@ def admission(api_client: client.ApiClient) -> Iterator[client.Admissionregistra
         api.delete_mutating_webhook_configuration(cfg.metadata.name)
 
 
-def test_validating_rejection_carries_the_message(
-    webhook, admission, core: client.CoreV1Api, ns: str, pod
-) -> None:
+def test_validating_rejection_carries_the_message(webhook, admission, core: client.CoreV1Api, ns: str, pod) -> None:
     url, ca = webhook
     admission.create_validating_webhook_configuration(
         {
@@ -248,12 +242,8 @@ def test_failure_policy(webhook, admission, core: client.CoreV1Api, ns: str) -> 
         {
             "metadata": {"name": "broken"},
             "webhooks": [
-                hook_config(
-                    "ignore.lahar.io", "https://127.0.0.1:1/none", ca, ["configmaps"], failurePolicy="Ignore"
-                ),
-                hook_config(
-                    "slow.lahar.io", f"{url}/slow", ca, ["secrets"], failurePolicy="Fail", timeoutSeconds=1
-                ),
+                hook_config("ignore.lahar.io", "https://127.0.0.1:1/none", ca, ["configmaps"], failurePolicy="Ignore"),
+                hook_config("slow.lahar.io", f"{url}/slow", ca, ["secrets"], failurePolicy="Fail", timeoutSeconds=1),
             ],
         }
     )
@@ -274,9 +264,7 @@ def test_wrong_ca_fails_closed(webhook, admission, core: client.CoreV1Api, ns: s
         {
             "metadata": {"name": "wrong-ca"},
             "webhooks": [
-                hook_config(
-                    "ca.lahar.io", f"{url}/allow", base64.b64encode(other_ca).decode(), ["configmaps"]
-                )
+                hook_config("ca.lahar.io", f"{url}/allow", base64.b64encode(other_ca).decode(), ["configmaps"])
             ],
         }
     )

@@ -11,8 +11,12 @@ from lahar_cache.reducer import Known, on_event, relist, wanted
 def pod(name: str, rv: str, scheduler: str = "volcano", node: str = "") -> bytes:
     spec = {"schedulerName": scheduler, "nodeName": node, "containers": []}
     return json.dumps(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
-         "spec": spec}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+            "spec": spec,
+        }
     ).encode()
 
 

@@ -30,24 +30,16 @@ class CliError(Exception):
 
 def register(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
-    )
+    common.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     common.add_argument("--context", help="the kubeconfig context to use")
     common.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)")
 
-    p = sub.add_parser(
-        "apply", parents=[common], help="create or update objects from files (like kubectl apply)"
-    )
-    p.add_argument(
-        "-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -"
-    )
+    p = sub.add_parser("apply", parents=[common], help="create or update objects from files (like kubectl apply)")
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -")
     p.set_defaults(handler=run_apply)
 
     p = sub.add_parser("get", parents=[common], help="show objects (like kubectl get)")
-    p.add_argument(
-        "kind", metavar="KIND", help="resource: plural, singular, kind or short name (pods, pg, queue...)"
-    )
+    p.add_argument("kind", metavar="KIND", help="resource: plural, singular, kind or short name (pods, pg, queue...)")
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="list across all namespaces")
     p.add_argument("-l", "--selector", help="label selector, e.g. app=x,tier!=db")
@@ -60,9 +52,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("kind", nargs="?", metavar="KIND")
     p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument(
-        "-f", "--filename", action="append", default=[], metavar="FILE", help="YAML/JSON file, or -"
-    )
+    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE", help="YAML/JSON file, or -")
     p.add_argument("--grace-period", type=int, default=None, help="seconds to give the object to terminate")
     p.set_defaults(handler=run_delete)
 
@@ -120,9 +110,7 @@ class Cluster:
         from kubernetes.dynamic.resource import ResourceList
 
         for prefix in ("api", "apis"):
-            for group, versions in self.dyn.resources.parse_api_groups(request_resources=True)[
-                prefix
-            ].items():
+            for group, versions in self.dyn.resources.parse_api_groups(request_resources=True)[prefix].items():
                 del group
                 for version in versions.values():
                     for entries in version.resources.values():
@@ -169,9 +157,7 @@ def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
         for index, doc in enumerate(d for d in docs if d is not None):
             if not isinstance(doc, dict):
                 raise CliError(f"error: {path}: document {index}: not an object")
-            items = (
-                doc.get("items") if str(doc.get("kind", "")).endswith("List") and "items" in doc else [doc]
-            )
+            items = doc.get("items") if str(doc.get("kind", "")).endswith("List") and "items" in doc else [doc]
             for item in items or []:
                 if not isinstance(item, dict) or not item.get("apiVersion") or not item.get("kind"):
                     raise CliError(f"error: {path}: document {index}: apiVersion and kind are required")
@@ -265,9 +251,7 @@ def _delete(args: argparse.Namespace) -> int:
     targets: list[tuple[str, Any, str, str | None]] = []
     for path, obj in load_documents(args.filename):
         res = cluster.resource_for(obj["apiVersion"], obj["kind"])
-        targets.append(
-            (f'error when deleting "{path}": ', res, obj["metadata"]["name"], _namespace(res, obj, cluster))
-        )
+        targets.append((f'error when deleting "{path}": ', res, obj["metadata"]["name"], _namespace(res, obj, cluster)))
     if args.kind:
         res = cluster.resource(args.kind)
         for name in args.names:
@@ -321,9 +305,7 @@ def _get(args: argparse.Namespace) -> int:
         print(f"No resources found{where}.", file=sys.stderr)
         return 0
     if items:
-        print_objects(
-            res, items, args.output, single=len(args.names) == 1, all_namespaces=args.all_namespaces
-        )
+        print_objects(res, items, args.output, single=len(args.names) == 1, all_namespaces=args.all_namespaces)
     return 1 if failed else 0
 
 
@@ -378,9 +360,7 @@ def _printer_columns(res: Any, wide: bool) -> list[Obj]:
     if not res.group or res.group.endswith("k8s.io"):
         return []
     try:
-        crds = res.client.resources.get(
-            api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
-        )
+        crds = res.client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
         crd = crds.get(name=f"{res.name}.{res.group}").to_dict()
     except Exception:
         return []
@@ -428,10 +408,7 @@ def _node_row(node: Obj, wide: bool) -> list[str]:
     if (node.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
     labels = node["metadata"].get("labels") or {}
-    roles = (
-        ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")))
-        or "<none>"
-    )
+    roles = ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))) or "<none>"
     row = [
         node["metadata"]["name"],
         state,

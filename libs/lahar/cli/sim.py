@@ -16,12 +16,8 @@ def register(sub: Any) -> None:
         description="Serve the Lahar Kubernetes API emulator until SIGTERM or SIGINT.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument(
-        "--port", type=int, default=6443, help="port to listen on; 0 picks a free one (default 6443)"
-    )
-    p.add_argument(
-        "--kubeconfig-out", metavar="PATH", help="write a kubeconfig for the emulator here once it serves"
-    )
+    p.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one (default 6443)")
+    p.add_argument("--kubeconfig-out", metavar="PATH", help="write a kubeconfig for the emulator here once it serves")
     p.add_argument(
         "--nodes",
         action="append",

@@ -71,9 +71,7 @@ class Admission:
         """Cheap test for the hot path: are there any webhook configurations at all?"""
         if attrs_rtype.plural in _EXEMPT:
             return False
-        return any(
-            (t := self.store.tables.get(key)) is not None and t.objects for key in (MUTATING, VALIDATING)
-        )
+        return any((t := self.store.tables.get(key)) is not None and t.objects for key in (MUTATING, VALIDATING))
 
     def _hooks(self, key: tuple[str, str], attrs: Attributes) -> list[tuple[str, Obj]]:
         table = self.store.tables.get(key)
@@ -169,9 +167,7 @@ class Admission:
         except (msgspec.DecodeError, KeyError, TypeError):
             raise WebhookFailure("received invalid webhook response: not an AdmissionReview") from None
         if not isinstance(response, dict) or response.get("uid") != request["uid"]:
-            raise WebhookFailure(
-                "received invalid webhook response: expected response.uid to match the request"
-            )
+            raise WebhookFailure("received invalid webhook response: expected response.uid to match the request")
         return response
 
     def _url(self, config: Obj) -> str:
@@ -217,9 +213,7 @@ def _rule_matches(rule: Obj, attrs: Attributes) -> bool:
         res, _, sub = str(entry).partition("/")
         if res not in ("*", rtype.plural):
             continue
-        if (not sub and not attrs.subresource) or (
-            sub and sub in ("*", attrs.subresource) and attrs.subresource
-        ):
+        if (not sub and not attrs.subresource) or (sub and sub in ("*", attrs.subresource) and attrs.subresource):
             return True
     return False
 

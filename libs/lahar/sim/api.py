@@ -111,9 +111,7 @@ class Api:
                 items.append(entry.raw)
         meta: Obj = {"resourceVersion": str(self.store.rv)}
         if next_key:
-            meta["continue"] = base64.urlsafe_b64encode(
-                _encode({"rv": self.store.rv, "start": next_key})
-            ).decode()
+            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": self.store.rv, "start": next_key})).decode()
         rtype = t.rtype
         head = (
             b'{"kind":"'
@@ -190,9 +188,7 @@ class Api:
         else:
             meta.pop("namespace", None)
         if t.name is not None and meta.get("name") and meta["name"] != t.name:
-            raise bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})"
-            )
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
         if t.name is not None and not meta.get("name"):
             meta["name"] = t.name
 
@@ -379,11 +375,7 @@ class Api:
     def commit(self, table: Table, new: Obj, old: Obj | None) -> bytes:
         """Write ``new``; an object being deleted whose last finalizer went is removed instead."""
         meta = new["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and not meta.get("finalizers")
-            and not meta.get("deletionGracePeriodSeconds")
-        ):
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             return _encode(self.store.remove(table, new))
         return self.store.put(table, new, old).raw
 
@@ -415,9 +407,7 @@ class Api:
         table = self.table(t.rtype)
         match = matcher(t.rtype, query)
         options = delete_options(body, query)
-        keys = (
-            namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
-        )
+        keys = namespace_slice(table, t.namespace, "") if t.namespace is not None else list(table.sorted_keys())
         items = []
         for key in keys:
             entry = table.objects.get(key)
@@ -425,9 +415,7 @@ class Api:
                 continue
             if self.admission.active(t.rtype):
                 name = entry.obj["metadata"]["name"]
-                attrs = Attributes(
-                    t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None
-                )
+                attrs = Attributes(t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None)
                 await self.admission.validate(attrs)
             if not is_dry_run(query):
                 items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds")))

@@ -54,9 +54,7 @@ class App:
             if method == "GET" and (query.get("watch") in ("true", "1") or _is_watch_path(path)):
                 await self._watch(path, query, receive, send)
                 return
-            status, payload, headers = await self._dispatch(
-                method, path, query, body, _header(scope, b"content-type")
-            )
+            status, payload, headers = await self._dispatch(method, path, query, body, _header(scope, b"content-type"))
         except ApiError as exc:
             status, payload, headers = exc.code, exc.body(), exc.headers
         except Exception as exc:  # one bad request must never take the server down
@@ -152,9 +150,7 @@ class App:
         ):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         sub = rest[2] if len(rest) == 3 else ""
-        if (sub and sub != "status" and sub not in rtype.extra_subresources) or (
-            sub == "status" and not rtype.status
-        ):
+        if (sub and sub != "status" and sub not in rtype.extra_subresources) or (sub == "status" and not rtype.status):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return Target(rtype, namespace, rest[1] if len(rest) >= 2 else None, sub)
 
@@ -197,9 +193,7 @@ class App:
             return await api.delete(t, body, query)
         raise method_not_allowed()
 
-    async def _create_only(
-        self, method: str, t: Target, query: dict[str, str], body: bytes
-    ) -> tuple[int, bytes]:
+    async def _create_only(self, method: str, t: Target, query: dict[str, str], body: bytes) -> tuple[int, bytes]:
         # The legacy ``bindings`` resource: POST /api/v1/namespaces/NS/bindings.
         if method != "POST" or t.name is not None:
             raise method_not_allowed()

@@ -20,9 +20,7 @@ def validate_crd(obj: Obj) -> Causes:
     causes: Causes = []
     group, names = spec.get("group"), spec.get("names") or {}
     if not group or "." not in str(group):
-        causes.append(
-            ("spec.group", f'Invalid value: "{group or ""}": should be a domain with at least one dot')
-        )
+        causes.append(("spec.group", f'Invalid value: "{group or ""}": should be a domain with at least one dot'))
     if not names.get("plural"):
         causes.append(("spec.names.plural", "Required value"))
     if not names.get("kind"):
@@ -33,9 +31,7 @@ def validate_crd(obj: Obj) -> Causes:
     if not isinstance(versions, list) or not versions:
         causes.append(("spec.versions", "Required value"))
     elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
-        causes.append(
-            ("spec.versions", "Invalid value: must have exactly one version marked as storage version")
-        )
+        causes.append(("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
     expected = f"{names.get('plural')}.{group}"
     if obj["metadata"].get("name") != expected:
         causes.append(

@@ -36,9 +36,7 @@ class ApiError(Exception):
         return msgspec.json.encode(self.status())
 
 
-def status_object(
-    code: int, reason: str, message: str, details: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def status_object(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     status: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -140,6 +138,4 @@ def unsupported_media(content_type: str) -> ApiError:
 
 
 def internal(message: str) -> ApiError:
-    return ApiError(
-        500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
-    )
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})

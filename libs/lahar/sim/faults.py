@@ -95,8 +95,7 @@ def injected(code: int, verb: str) -> ApiError:
         return ApiError(
             429,
             "TooManyRequests",
-            f"the server has received too many requests and has asked us to try "
-            f"again later (injected fault on {verb})",
+            f"the server has received too many requests and has asked us to try again later (injected fault on {verb})",
             {"retryAfterSeconds": 1},
             headers=[(b"retry-after", b"1")],
         )

@@ -121,9 +121,7 @@ class Kubelet:
             if c.get("type") not in ("Initialized", "Ready", "ContainersReady", "PodReadyToStartContainers")
         ]
         for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
-            conditions.append(
-                {"type": ctype, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-            )
+            conditions.append({"type": ctype, "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
         containers = [
             {
                 "name": c.get("name", ""),

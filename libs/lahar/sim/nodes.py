@@ -155,17 +155,11 @@ def load_nodes_file(path: str) -> list[Obj]:
         raise NodeSpecError(f"--nodes-file {path}: not YAML: {exc}") from None
     nodes: list[Obj] = []
     for doc in docs:
-        items = (
-            doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
-        )
+        items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
         for i, item in enumerate(items or []):
             if not isinstance(item, dict) or item.get("kind") != "Node":
-                raise NodeSpecError(
-                    f"--nodes-file {path}: document {len(nodes) + i}: not a Node (kind: Node)"
-                )
+                raise NodeSpecError(f"--nodes-file {path}: document {len(nodes) + i}: not a Node (kind: Node)")
             if not (item.get("metadata") or {}).get("name"):
-                raise NodeSpecError(
-                    f"--nodes-file {path}: document {len(nodes) + i}: metadata.name is required"
-                )
+                raise NodeSpecError(f"--nodes-file {path}: document {len(nodes) + i}: metadata.name is required")
             nodes.append(item)
     return nodes

@@ -48,8 +48,7 @@ def check_kind(obj: Obj, rtype: ResourceType) -> None:
     custom_ok = rtype.custom and str(api_version).startswith(rtype.group + "/")
     if api_version and api_version != rtype.api_version and not custom_ok:
         raise bad_request(
-            f"the API version in the data ({api_version}) does not match the expected "
-            f"API version ({rtype.api_version})"
+            f"the API version in the data ({api_version}) does not match the expected API version ({rtype.api_version})"
         )
     if kind and kind != rtype.kind:
         raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})")

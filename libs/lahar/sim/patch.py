@@ -71,9 +71,7 @@ def apply_patch(content_type: str, target: Obj, patch: Any, strategic_allowed: b
         result: Obj = strategic_merge(target, patch)
         return result
     if content_type == APPLY_PATCH:
-        raise ApiError(
-            415, "UnsupportedMediaType", "server-side apply is not supported by the Lahar emulator"
-        )
+        raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the Lahar emulator")
     raise ApiError(
         415,
         "UnsupportedMediaType",

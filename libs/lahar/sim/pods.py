@@ -27,9 +27,7 @@ def _body(body: bytes, kind: str) -> Obj:
     if not isinstance(obj, dict):
         raise bad_request(f"the body of the request must be a {kind} object")
     if obj.get("kind") not in (None, kind):
-        raise bad_request(
-            f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind})"
-        )
+        raise bad_request(f"the kind in the data ({obj.get('kind')}) does not match the expected kind ({kind})")
     meta = obj.get("metadata")
     if meta is None:
         obj["metadata"] = {}
@@ -43,13 +41,9 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     meta = binding["metadata"]
     name = t.name or meta.get("name") or ""
     if t.name and meta.get("name") and meta["name"] != t.name:
-        raise bad_request(
-            f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})"
-        )
+        raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
     if meta.get("namespace") and meta["namespace"] != t.namespace:
-        raise bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request"
-        )
+        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
     node = (binding.get("target") or {}).get("name") if isinstance(binding.get("target"), dict) else None
     if not name:
         raise invalid("Binding", "", "", [("metadata.name", "Required value")])
@@ -86,9 +80,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     if pod_meta.get("deletionTimestamp"):
         raise conflict("pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host")
     if spec.get("nodeName"):
-        raise conflict(
-            "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
-        )
+        raise conflict("pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
     if is_dry_run(query):
         return 201, _CREATED
     api.store.put(api.table(pods), bound_pod(pod, node, meta.get("annotations") or {}), pod)
@@ -101,9 +93,7 @@ def bound_pod(pod: Obj, node: str, annotations: dict[str, str]) -> Obj:
         meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
     status = dict(pod.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-    conditions.append(
-        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": iso()}
-    )
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": iso()})
     status["conditions"] = conditions
     return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node}, "status": status}
 

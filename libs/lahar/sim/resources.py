@@ -74,9 +74,7 @@ def builtin_types() -> list[ResourceType]:
         _core("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
         _core("resourcequotas", "ResourceQuota", True, short_names=("quota",), status=True),
         _core("bindings", "Binding", True, verbs=("create",)),
-        ResourceType(
-            "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)
-        ),
+        ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
         ResourceType(
             "admissionregistration.k8s.io",

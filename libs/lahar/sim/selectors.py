@@ -79,9 +79,7 @@ class _Parser:
             tok = self.peek()
             if tok is not None:
                 if tok != ",":
-                    raise bad_request(
-                        f"unable to parse requirement: expected ',' but found {tok!r} in {self.text!r}"
-                    )
+                    raise bad_request(f"unable to parse requirement: expected ',' but found {tok!r} in {self.text!r}")
                 self.take()
         return reqs
 

@@ -78,9 +78,7 @@ class Emulator:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.config.host, self.config.port))
         self.port: int = self._sock.getsockname()[1]
-        self.app = App(
-            self.api, self.faults, f"{self.config.host}:{self.port}", self.config.bookmark_interval
-        )
+        self.app = App(self.api, self.faults, f"{self.config.host}:{self.port}", self.config.bookmark_interval)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.kubelet: Kubelet | None = None
         self._server: _Server | None = None
@@ -188,9 +186,7 @@ class Emulator:
             self.seed("", "nodes", node)
         del api
 
-    def seed(
-        self, group: str, plural: str, obj: dict[str, Any], namespace: str | None = None
-    ) -> dict[str, Any]:
+    def seed(self, group: str, plural: str, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         """Create an object directly (no webhooks); on the loop thread only."""
         from lahar.sim.api import Target
 

@@ -53,16 +53,10 @@ def validate_metadata(meta: Obj) -> Causes:
     causes: Causes = []
     for field in ("labels", "annotations"):
         value = meta.get(field)
-        if value is not None and (
-            not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
-        ):
-            causes.append(
-                (f"metadata.{field}", "Invalid value: must be a map of string keys to string values")
-            )
+        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            causes.append((f"metadata.{field}", "Invalid value: must be a map of string keys to string values"))
     finalizers = meta.get("finalizers")
-    if finalizers is not None and (
-        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
-    ):
+    if finalizers is not None and (not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)):
         causes.append(("metadata.finalizers", "Invalid value: must be a list of strings"))
     return causes
 
@@ -211,19 +205,14 @@ def validate_webhook_configuration(obj: Obj) -> Causes:
         config = hook.get("clientConfig") or {}
         url, service = config.get("url"), config.get("service")
         if bool(url) == bool(service):
-            causes.append(
-                (f"{where}.clientConfig", "Required value: exactly one of url or service is required")
-            )
+            causes.append((f"{where}.clientConfig", "Required value: exactly one of url or service is required"))
         elif url and not str(url).startswith("https://"):
-            causes.append(
-                (f"{where}.clientConfig.url", f'Unsupported value: "{url}": supported values: "https"')
-            )
+            causes.append((f"{where}.clientConfig.url", f'Unsupported value: "{url}": supported values: "https"'))
         if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
             causes.append(
                 (
                     f"{where}.sideEffects",
-                    f'Unsupported value: "{hook.get("sideEffects", "")}": '
-                    'supported values: "None", "NoneOnDryRun"',
+                    f'Unsupported value: "{hook.get("sideEffects", "")}": supported values: "None", "NoneOnDryRun"',
                 )
             )
         if "v1" not in (hook.get("admissionReviewVersions") or []):

@@ -13,6 +13,7 @@ import msgspec
 VERSION = 1
 
 Op = Literal["ADDED", "MODIFIED", "DELETED"]
+NO_OBJECT = msgspec.Raw(b"null")
 
 
 class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -23,7 +24,12 @@ class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
     op: Op
     key: str  # "namespace/name", or "name" for cluster-scoped kinds
     rv: str  # the object's resourceVersion
-    obj: msgspec.Raw | None = None  # the object's JSON, as the API server served it
+    # The object's JSON, as the API server served it (``NO_OBJECT`` when a delete carries none).
+    obj: msgspec.Raw = msgspec.field(default_factory=lambda: NO_OBJECT)
+
+    @property
+    def has_object(self) -> bool:
+        return bytes(self.obj) != b"null"
 
 
 class Bind(msgspec.Struct, kw_only=True, tag="bind"):

@@ -13,6 +13,7 @@ from typing import Any
 from lahar.api.resource import Resource
 from lahar.wire.messages import Bind, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
+from lahar_scheduler.framework.snapshot import Snapshot
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Sent:
 
     queues: dict[str, dict[str, str]] = field(default_factory=dict)
     pods: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    missing_queue: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +57,50 @@ def podgroup_status(update: PodGroupUpdate, now: str) -> dict[str, Any]:
 
 def queue_allocated(r: Resource) -> dict[str, str]:
     return r.to_list()
+
+
+def missing_queues(snapshot: Snapshot, session: str, fence: int, sent: Sent, now: str) -> list[PodGroupStatus]:
+    """PodGroups naming a queue that does not exist: Volcano ignores them silently; say why."""
+    out = []
+    for job in snapshot.jobs.values():
+        pg = job.podgroup
+        if pg is None or job.queue in snapshot.queues:
+            sent.missing_queue.pop(job.uid, None)
+            continue
+        if sent.missing_queue.get(job.uid) == job.queue:
+            continue
+        sent.missing_queue[job.uid] = job.queue
+        cond = {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "QueueNotFound",
+            "message": f"queue {job.queue!r} does not exist; the PodGroup waits until it is created",
+            "transitionID": session,
+            "lastTransitionTime": now,
+        }
+        status = {"phase": pg.status.phase or "Pending", "conditions": [cond]}
+        out.append(
+            PodGroupStatus(
+                id=f"{session}/podgroup/{job.uid}",
+                namespace=job.namespace,
+                name=job.name,
+                status=status,
+                fence=fence,
+            )
+        )
+    return out
+
+
+def invalid_pod(namespace: str, name: str, why: str, session: str, fence: int) -> PodStatus:
+    """The condition set on a pod the scheduler cannot read (e.g. a request that is no quantity)."""
+    return PodStatus(
+        id=f"{session}/invalid/{namespace}/{name}",
+        namespace=namespace,
+        name=name,
+        reason="Unschedulable",
+        message=f"ignored by the scheduler: {why}",
+        fence=fence,
+    )
 
 
 def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str) -> Decisions:

@@ -35,7 +35,7 @@ class Change:
 def decode(delta: Delta) -> Any:
     """The typed object a delta carries, or a ``DecodeError`` naming the field."""
     typ = _TYPES.get(delta.kind)
-    if typ is None or delta.obj is None:
+    if typ is None or not delta.has_object:
         return None
     try:
         raw = msgspec.json.decode(delta.obj)

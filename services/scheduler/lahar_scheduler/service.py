@@ -31,7 +31,7 @@ from lahar.api.codec import DecodeError
 from lahar.wire.messages import BadMessage, Delta, decode_delta, decode_result, encode
 from lahar.wire.names import Names
 from lahar_scheduler.core import load_conf, run_session
-from lahar_scheduler.decisions import Decisions, Sent, decisions
+from lahar_scheduler.decisions import Decisions, Sent, decisions, invalid_pod, missing_queues
 from lahar_scheduler.deltas import apply_delta, decode
 from lahar_scheduler.framework.conf import ConfError, SchedulerConf
 from lahar_scheduler.framework.session import SessionResult
@@ -201,12 +201,17 @@ class SchedulerService:
         self.seq = sseq
         try:
             delta = decode_delta(msg.data)
-            obj = decode(delta)
-        except (BadMessage, DecodeError) as exc:
+        except BadMessage as exc:
             self.metrics.bad.labels("delta").inc()
             log.error("unusable delta at sequence %d: %s", sseq, exc)
-            if isinstance(exc, BadMessage):
-                await dead_letter(self.js, self.names, "delta", msg.data, str(exc))
+            await dead_letter(self.js, self.names, "delta", msg.data, str(exc))
+            return
+        try:
+            obj = decode(delta)
+        except DecodeError as exc:
+            self.metrics.bad.labels("object").inc()
+            log.error("ignoring %s %s: %s", delta.kind, delta.key, exc)
+            await self._invalid(delta, str(exc))
             return
         self.metrics.deltas.labels(delta.kind).inc()
         change = apply_delta(self.snapshot, delta, obj)
@@ -217,6 +222,17 @@ class SchedulerService:
                 self._links[delta.key] = ctx
         if change.pending or change.freed:
             self.trigger.set()
+
+    async def _invalid(self, delta: Delta, why: str) -> None:
+        """An object the scheduler cannot read: forget it, and tell the owner of a waiting pod why."""
+        namespace, _, name = delta.key.rpartition("/")
+        if delta.kind != "pods":
+            return
+        self.snapshot.delete_pod(namespace, name)
+        if not self.is_leader() or _has_node(delta):
+            return
+        msg = invalid_pod(namespace, name, why, f"{self.names.prefix}-invalid", self.fence)
+        await publish_batch(self.js, [Outgoing(self.names.decision_subject("podstatus"), encode(msg))])
 
     def _confirm(self, delta: Delta) -> None:
         """A pod delta settles an assumption: bound as decided, gone, or still waiting."""
@@ -295,7 +311,9 @@ class SchedulerService:
         with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
-            out = decisions(result, uid, self.fence, self.sent, datetime.now(UTC).isoformat())
+            now = datetime.now(UTC).isoformat()
+            out = decisions(result, uid, self.fence, self.sent, now)
+            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, now))
             batch = self._outgoing(result, out)
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
@@ -339,6 +357,21 @@ class SchedulerService:
             for m in group:
                 batch.append(Outgoing(self.names.decision_subject(kind), encode(m), {"Nats-Msg-Id": m.id}))
         return batch
+
+
+class _NodeName(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Placed(msgspec.Struct):
+    spec: _NodeName = msgspec.field(default_factory=_NodeName)
+
+
+def _has_node(delta: Delta) -> bool:
+    try:
+        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def _start_at(seq: int) -> Any:
