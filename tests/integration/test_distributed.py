@@ -4,6 +4,7 @@ emulator, no mocks of our own services."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -62,10 +63,8 @@ async def node_of(kube: KubeClient, ns: str, name: str) -> str:
 async def ensure_queue(kube: KubeClient, name: str) -> None:
     from lahar.adapters.kube import Conflict
 
-    try:
+    with contextlib.suppress(Conflict):
         await kube.create("queues", "", queue(name))
-    except Conflict:
-        pass
 
 
 async def test_gang_of_four_binds_within_a_second(
