@@ -175,7 +175,11 @@ class HealthServer:
         if path == "/healthz":
             return "200 OK", b"ok\n", "text/plain"
         if path == "/readyz":
-            return ("200 OK", b"ready\n", "text/plain") if self.ready() else ("503 Not Ready", b"not ready\n", "text/plain")
+            return (
+                ("200 OK", b"ready\n", "text/plain")
+                if self.ready()
+                else ("503 Not Ready", b"not ready\n", "text/plain")
+            )
         if path == "/metrics":
             return "200 OK", generate_latest(self.registry), "text/plain; version=0.0.4"
         return "404 Not Found", b"not found\n", "text/plain"

@@ -138,7 +138,10 @@ async def submit(kube: KubeClient, ns: str, jobs: Iterable[JobSpec], tracker: Tr
     async def one(job: JobSpec) -> None:
         await create("podgroups", podgroup_object(ns, job))
         await asyncio.gather(
-            *(create("pods", pod_object(ns, job, i), f"{ns}/{job.name}-worker-{i}", job.queue) for i in range(job.tasks))
+            *(
+                create("pods", pod_object(ns, job, i), f"{ns}/{job.name}-worker-{i}", job.queue)
+                for i in range(job.tasks)
+            )
         )
 
     jobs = list(jobs)
@@ -147,7 +150,7 @@ async def submit(kube: KubeClient, ns: str, jobs: Iterable[JobSpec], tracker: Tr
 
 
 class _Spec(msgspec.Struct):
-    nodeName: str = ""  # noqa: N815
+    nodeName: str = ""
 
 
 class _Meta(msgspec.Struct):

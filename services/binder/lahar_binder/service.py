@@ -55,6 +55,16 @@ _pod = msgspec.json.Decoder(_Pod)
 
 
 class Metrics:
+    _by_registry: dict[int, Metrics] = {}
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Metrics:
+        """One set per registry: a service re-created after a leadership change reuses them."""
+        got = cls._by_registry.get(id(registry))
+        if got is None:
+            got = cls._by_registry[id(registry)] = cls(registry)
+        return got
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.calls = Counter(
             "lahar_binder_calls_total", "API calls by decision kind and outcome", ["kind", "outcome"], registry=registry
@@ -83,7 +93,7 @@ class BinderService:
         self.max_attempts = max_attempts
         self.ack_wait = ack_wait
         self.tracer = tracer or trace.get_tracer("lahar.binder")
-        self.metrics = Metrics(registry)
+        self.metrics = Metrics.of(registry)
         self.slots = asyncio.Semaphore(max_in_flight)
         self.tasks: set[asyncio.Task[None]] = set()
         self.fence = 0

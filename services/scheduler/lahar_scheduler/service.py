@@ -45,6 +45,16 @@ MAX_LINKS = 64
 
 
 class Metrics:
+    _by_registry: dict[int, Metrics] = {}
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Metrics:
+        """One set per registry: a service re-created after a leadership change reuses them."""
+        got = cls._by_registry.get(id(registry))
+        if got is None:
+            got = cls._by_registry[id(registry)] = cls(registry)
+        return got
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.sessions = Counter("lahar_scheduler_sessions_total", "Sessions run", registry=registry)
         self.session_seconds = Histogram(
@@ -108,7 +118,7 @@ class SchedulerService:
         self.conf = conf
         self.period, self.debounce, self.seed = period, debounce, seed
         self.tracer = tracer or trace.get_tracer("lahar.scheduler")
-        self.metrics = Metrics(registry)
+        self.metrics = Metrics.of(registry)
         self.clock = clock
         self.snapshot = Snapshot([], [], [], [])
         self.seq = 0
@@ -311,9 +321,9 @@ class SchedulerService:
         with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
-            now = datetime.now(UTC).isoformat()
-            out = decisions(result, uid, self.fence, self.sent, now)
-            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, now))
+            stamp = datetime.now(UTC).isoformat()
+            out = decisions(result, uid, self.fence, self.sent, stamp)
+            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
             batch = self._outgoing(result, out)
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
