@@ -52,6 +52,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("queues", "scheduling.volcano.sh/v1beta1", False),
         Resource("jobs", "batch.volcano.sh/v1alpha1", True),
         Resource("commands", "bus.volcano.sh/v1alpha1", True),
+        Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
+        Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )
 }
 

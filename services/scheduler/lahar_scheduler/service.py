@@ -68,6 +68,9 @@ class Metrics:
         self.rollbacks = Counter("lahar_scheduler_rollbacks_total", "Assumed binds undone", registry=registry)
         self.assumed = Gauge("lahar_scheduler_assumed", "Binds awaiting confirmation", registry=registry)
         self.leader = Gauge("lahar_scheduler_leader", "1 when this replica leads", registry=registry)
+        self.nodes = Gauge("lahar_scheduler_nodes", "Nodes in the snapshot", registry=registry)
+        self.pending = Gauge("lahar_scheduler_pending_tasks", "Tasks waiting for a node", registry=registry)
+        self.placed = Gauge("lahar_scheduler_placed_tasks", "Tasks bound, binding or running", registry=registry)
 
 
 class ConfSource:
@@ -331,11 +334,21 @@ class SchedulerService:
         for b in out.binds:
             self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
         self.metrics.assumed.set(len(self.assumed))
+        self._gauges()
         if batch:
             await publish_batch(self.js, batch)
         self.metrics.binds.inc(len(out.binds))
         self.metrics.evictions.inc(len(out.evictions))
         return result
+
+    def _gauges(self) -> None:
+        pending = placed = 0
+        for job in self.snapshot.jobs.values():
+            pending += job.count(TaskStatus.PENDING)
+            placed += job.count(TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING)
+        self.metrics.nodes.set(len(self.snapshot.nodes.infos))
+        self.metrics.pending.set(pending)
+        self.metrics.placed.set(placed)
 
     def _outgoing(self, result: SessionResult, out: Decisions) -> list[Outgoing]:
         """Decision messages, each bind/evict carrying the context of its job's span."""
