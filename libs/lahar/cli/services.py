@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
         ("cache", {}, "watch the cluster, mirror it into Redis, publish deltas"),
         ("scheduler", SCHEDULER, "run scheduling sessions over the mirrored cluster"),
         ("binder", BINDER, "perform binds, evictions and status writes"),
+        ("controller", {}, "drive queue states (Volcano's controller, first part)"),
     ):
         p = sub.add_parser(name, help=help_)
         add_options(p, extra)
@@ -65,4 +66,10 @@ async def binder_main(opts: ServiceOptions, stop: asyncio.Event) -> None:
     await serve(opts, stop)
 
 
-MAINS = {"cache": cache_main, "scheduler": scheduler_main, "binder": binder_main}
+async def controller_main(opts: ServiceOptions, stop: asyncio.Event) -> None:
+    from lahar_controller.main import serve
+
+    await serve(opts, stop)
+
+
+MAINS = {"cache": cache_main, "scheduler": scheduler_main, "binder": binder_main, "controller": controller_main}

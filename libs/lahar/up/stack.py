@@ -97,6 +97,7 @@ class LocalStack:
             if self.config.admission:
                 self._start_admission(timeout)
             self._spawn_service("cache")
+            self._spawn_service("controller")
             self._spawn_service("scheduler")
             for _ in range(self.config.binders):
                 self.add_binder()

@@ -118,7 +118,8 @@ class BinderService:
                 await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
                 continue
             try:
-                msgs = await sub.fetch(batch=free, timeout=0.5)
+                # A long poll: it returns as soon as decisions arrive, and costs nothing idle.
+                msgs = await sub.fetch(batch=free, timeout=5.0)
             except (nats.errors.TimeoutError, TimeoutError):
                 continue
             except nats.errors.ConnectionClosedError:

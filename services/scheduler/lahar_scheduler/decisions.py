@@ -23,6 +23,12 @@ class Sent:
     queues: dict[str, dict[str, str]] = field(default_factory=dict)
     pods: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     missing_queue: dict[str, str] = field(default_factory=dict)
+    podgroups: dict[str, tuple[str, tuple[tuple[str, str, str, str], ...], float]] = field(default_factory=dict)
+
+
+# A PodGroup whose condition text changes every session (counts of pods arriving) is written at
+# most this often; phase changes and new condition types are written at once.
+MESSAGE_REWRITE_SECONDS = 2.0
 
 
 @dataclass
@@ -103,7 +109,23 @@ def invalid_pod(namespace: str, name: str, why: str, session: str, fence: int) -
     )
 
 
-def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str) -> Decisions:
+def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) -> bool:
+    """Send a PodGroup status only when it differs from what was last sent (the API may not have
+    echoed our previous write yet), and message-only changes at most every few seconds."""
+    conds = tuple((c.type, c.status, c.reason, c.message) for c in update.conditions)
+    last = sent.podgroups.get(uid)
+    if last is not None:
+        phase, old, when = last
+        if phase == update.phase and old == conds:
+            return False
+        same_shape = phase == update.phase and [c[:3] for c in old] == [c[:3] for c in conds]
+        if same_shape and clock - when < MESSAGE_REWRITE_SECONDS:
+            return False
+    sent.podgroups[uid] = (update.phase, conds, clock)
+    return True
+
+
+def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0) -> Decisions:
     out = Decisions()
     for task, node in result.binds:
         out.binds.append(
@@ -133,7 +155,7 @@ def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: 
             )
         )
     for uid, update in result.podgroups.items():
-        if update.changed:
+        if update.changed and _podgroup_due(uid, update, sent, clock):
             ns, _, name = uid.partition("/")
             out.podgroups.append(
                 PodGroupStatus(

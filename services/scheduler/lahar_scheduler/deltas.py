@@ -56,11 +56,15 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
         else:
             change.relevant = change.freed = snapshot.upsert_node(obj)
     elif kind == "podgroups":
+        old = snapshot.jobs.get(f"{namespace}/{name}")
+        old_spec = old.podgroup.spec if old is not None and old.podgroup is not None else None
         if delta.op == "DELETED":
             snapshot.delete_podgroup(namespace, name)
         else:
             snapshot.upsert_podgroup(obj)
-        change.relevant = change.pending = True
+        change.relevant = True
+        # Status-only changes (usually the scheduler's own writes coming back) start no session.
+        change.pending = delta.op == "DELETED" or old_spec is None or old_spec != obj.spec
     elif kind == "queues":
         if delta.op == "DELETED":
             snapshot.delete_queue(name)

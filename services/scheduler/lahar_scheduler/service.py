@@ -325,7 +325,7 @@ class SchedulerService:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
             stamp = datetime.now(UTC).isoformat()
-            out = decisions(result, uid, self.fence, self.sent, stamp)
+            out = decisions(result, uid, self.fence, self.sent, stamp, self.clock())
             out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
             batch = self._outgoing(result, out)
         self.metrics.sessions.inc()
