@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import time
@@ -116,10 +117,8 @@ async def _watch(stack: Any) -> int:
                 print(f"\nlahar up: {', '.join(dead)} exited; stopping (see {stack.dir / 'logs'})", file=sys.stderr)
                 await nc.close()
                 return 1
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except TimeoutError:
-                pass
     print("\nstopping...", file=sys.stderr)
     await nc.close()
     return 0
