@@ -62,10 +62,22 @@ class Running:
 class Stack:
     """cache + scheduler + binders against one emulator, one NATS, one Redis."""
 
-    def __init__(self, sim_url: str, nats_url: str, redis_url: str, prefix: str) -> None:
+    def __init__(self, sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None) -> None:
         self.sim_url, self.nats_url, self.redis_url = sim_url, nats_url, redis_url
         self.names = Names(prefix)
         self.running: list[Running] = []
+        self.traces = traces
+        self.providers: list[Any] = []
+
+    def tracer(self, service: str) -> Any:
+        """A tracer writing finished spans straight to the shared JSON-lines file, if one is set."""
+        if self.traces is None:
+            return None
+        from lahar.adapters.otel import setup_tracing
+
+        provider = setup_tracing(service, f"jsonl:{self.traces}", batch=False)
+        self.providers.append(provider)
+        return provider.get_tracer(f"lahar.{service}")
 
     async def _deps(self) -> tuple[Any, Any, aioredis.Redis, KubeClient]:
         nc = await nats.connect(self.nats_url)
@@ -86,7 +98,9 @@ class Stack:
 
     async def cache(self) -> Running:
         nc, js, rc, kube = await self._deps()
-        svc = CacheService(kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry())
+        svc = CacheService(
+            kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), tracer=self.tracer("cache")
+        )
         return await self._start(svc, nc, rc, kube)
 
     async def scheduler(self, conf: str | None = None, period: float = 1.0) -> Running:
@@ -100,17 +114,23 @@ class Stack:
             CollectorRegistry(),
             ConfSource(conf),
             period=period,
+            tracer=self.tracer("scheduler"),
         )
         return await self._start(svc, nc, rc, None)
 
     async def binder(self, max_in_flight: int = 64) -> Running:
         nc, js, rc, kube = await self._deps()
-        svc = BinderService(kube, js, self.names, CollectorRegistry(), max_in_flight=max_in_flight, ack_wait=5.0)
+        svc = BinderService(
+            kube, js, self.names, CollectorRegistry(), max_in_flight=max_in_flight, ack_wait=5.0,
+            tracer=self.tracer("binder"),
+        )
         return await self._start(svc, nc, rc, kube)
 
     async def close(self) -> None:
         for run in reversed(self.running):
             await run.close()
+        for provider in self.providers:
+            provider.shutdown()
 
 
 async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) -> None:
@@ -127,8 +147,10 @@ async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) 
 
 
 @contextlib.asynccontextmanager
-async def stack(sim_url: str, nats_url: str, redis_url: str, prefix: str) -> AsyncIterator[Stack]:
-    s = Stack(sim_url, nats_url, redis_url, prefix)
+async def stack(
+    sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None
+) -> AsyncIterator[Stack]:
+    s = Stack(sim_url, nats_url, redis_url, prefix, traces)
     try:
         yield s
     finally:

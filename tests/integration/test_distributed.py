@@ -170,3 +170,41 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         assert binder.service.metrics.bad._value.get() >= 1
         await nc.close()
     await kube.close()
+
+
+async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
+    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    from lahar.adapters.otel import load_traces, trace_path
+
+    traces = str(tmp_path / "traces.jsonl")
+    kube = kube_for(sim.url)
+    ns = f"tr-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, traces) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler()
+        await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "pg", 2))
+        for i in range(2):
+            await kube.create("pods", ns, pod(ns, f"t-{i}", "pg"))
+
+        async def bound() -> bool:
+            return all([await node_of(kube, ns, f"t-{i}") for i in range(2)])
+
+        await poll(bound, timeout=10.0)
+
+        def bind_span() -> Any:
+            spans = load_traces(traces)
+            return next((x for x in spans if x["name"] == "binder.bind" and x["attributes"].get("lahar.pod") == f"{ns}/t-0"), None)
+
+        span = await poll(bind_span, timeout=10.0)
+    path = trace_path(load_traces(traces), span["span_id"])
+    names = [(x["name"], x["service"]) for x in path]
+    assert names[0] == ("binder.bind", "binder")
+    job = next(x for x in path if x["name"] == "scheduler.job")
+    assert job["attributes"]["lahar.job"] == f"{ns}/pg"
+    assert ("scheduler.session", "scheduler") in names
+    deltas = [x for x in path if x["name"] == "cache.delta"]
+    assert any(d["attributes"].get("lahar.pod") == f"{ns}/t-0" for d in deltas), names
+    await kube.close()
