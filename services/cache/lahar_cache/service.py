@@ -138,11 +138,15 @@ class CacheService:
         """Watch from ``rv`` until it is too old (then return, so the caller lists again)."""
         while True:
             try:
+                seen = 0
                 async for ev in self.kube.watch(kind, rv):
                     rv = ev.item.meta.resourceVersion or rv
                     d = on_event(self.known, kind, ev, self.scheduler_names)
                     if d is not None:
                         self._enqueue(d)
+                    seen += 1
+                    if seen % 256 == 0:
+                        await asyncio.sleep(0)  # buffered events never yield; let the batcher publish
                 backoff.reset()
             except Gone:
                 log.info("watch %s from %s expired (410); listing again", kind, rv, extra={"kind": kind})

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 
-from lahar.api.codec import DecodeError, decode_as
+from lahar.api.codec import decode_json_as
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -37,11 +36,7 @@ def decode(delta: Delta) -> Any:
     typ = _TYPES.get(delta.kind)
     if typ is None or not delta.has_object:
         return None
-    try:
-        raw = msgspec.json.decode(delta.obj)
-    except msgspec.DecodeError as exc:
-        raise DecodeError(f"{delta.kind}/{delta.key}", f"not JSON: {exc}") from None
-    return decode_as(raw, typ, f"{delta.kind}/{delta.key}")
+    return decode_json_as(bytes(delta.obj), typ, f"{delta.kind}/{delta.key}")
 
 
 def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:

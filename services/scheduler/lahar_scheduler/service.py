@@ -135,6 +135,7 @@ class SchedulerService:
         self._links: dict[str, trace.SpanContext] = {}
         self._delta_sub: Any = None
         self._resync_needed = False
+        self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -148,9 +149,11 @@ class SchedulerService:
             deliver_policy=DeliverPolicy.NEW,
         )
         loop = asyncio.create_task(self._loop(stop), name="sessions")
+        applier = asyncio.create_task(self._apply_inbox(), name="deltas")
         await stop.wait()
         loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        applier.cancel()
+        await asyncio.gather(loop, applier, return_exceptions=True)
         await results.unsubscribe()
         if self._delta_sub is not None:
             await self._delta_sub.unsubscribe()
@@ -160,6 +163,8 @@ class SchedulerService:
         if self._delta_sub is not None:
             await self._delta_sub.unsubscribe()
             self._delta_sub = None
+        while not self.inbox.empty():  # deltas of the old subscription: the mirror covers them
+            self.inbox.get_nowait()
         seq, objects = await self.mirror.load(KINDS)
         self.snapshot = self._build(objects)
         self.seq = seq
@@ -201,6 +206,22 @@ class SchedulerService:
 
     # -- deltas --------------------------------------------------------------------------------
     async def _on_delta(self, msg: Msg) -> None:
+        """The subscription's callback only queues: nats-py drains a backlog of callbacks without
+        yielding to the event loop, which would starve the session loop for seconds."""
+        self.inbox.put_nowait(msg)
+
+    async def _apply_inbox(self) -> None:
+        """Apply queued deltas in batches, yielding to other tasks between batches."""
+        while True:
+            msg = await self.inbox.get()
+            batch = [msg]
+            while len(batch) < 512 and not self.inbox.empty():
+                batch.append(self.inbox.get_nowait())
+            for m in batch:
+                await self._apply(m)
+            await asyncio.sleep(0)
+
+    async def _apply(self, msg: Msg) -> None:
         sseq = msg.metadata.sequence.stream
         if sseq <= self.seq:
             return  # already in the snapshot (loaded from the mirror)
