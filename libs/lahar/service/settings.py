@@ -57,7 +57,7 @@ class SettingsError(ValueError):
         super().__init__("invalid settings:\n" + "\n".join(f"  - {e}" for e in self.errors))
 
 
-class Settings(msgspec.Struct, kw_only=True, frozen=True):
+class Settings(msgspec.Struct, kw_only=True):
     """What every service shares; a service derives its own Struct from this one."""
 
     log_level: Annotated[Literal["debug", "info", "warning", "error"], Meta(description="log level")] = "info"
