@@ -232,3 +232,25 @@ async def test_run_stops_even_when_a_nats_call_swallows_the_cancellation(
         await asyncio.wait_for(task, 2)
     assert not election.is_leader
     assert await election.current_leader() is None  # it won the lease, noticed the cancel, released
+
+
+async def test_a_lease_that_ran_out_unrenewed_is_reported_lost_before_campaigning_again(
+    jetstream: JetStreamContext, lahar_prefix: str
+) -> None:
+    events: list[str] = []
+    election = LeaderElection(
+        jetstream,
+        f"{lahar_prefix}_leases",
+        KEY,
+        "x",
+        TTL,
+        on_elected=lambda token: events.append(f"elected {token}"),
+        on_lost=lambda: events.append("lost"),
+    )
+    assert await election.try_acquire()
+    first = election.fencing_token
+    await poll(lambda: not election.is_leader, TTL + 0.5, "the lease to run out locally")
+    await poll(election.try_acquire, TTL + 1.5, "the lease again")
+    second = election.fencing_token
+    assert first is not None and second is not None and second > first
+    assert events == [f"elected {first}", "lost", f"elected {second}"]

@@ -155,3 +155,43 @@ async def test_serve_stops_on_a_busy_port_and_on_a_bad_span_file(tmp_path: Path)
     (tmp_path / "dir").mkdir()
     bad_file = Settings(http_host="127.0.0.1", http_port=0, otel_exporter=f"jsonl:{tmp_path / 'dir'}")
     assert await serve("tiny", main, bad_file, own_process=False) == EXIT_USAGE
+
+
+async def test_setting_stopping_drains_readiness_and_ends_main() -> None:
+    contexts: list[ServiceContext[Settings]] = []
+    readiness_while_stopping: list[int] = []
+
+    async def main(ctx: ServiceContext[Settings]) -> None:
+        ctx.health.set_ready(True)
+        contexts.append(ctx)
+        await ctx.stopping.wait()
+        async with httpx.AsyncClient() as c:
+            readiness_while_stopping.append((await c.get(f"http://127.0.0.1:{ctx.http_port}/readyz")).status_code)
+
+    service = asyncio.create_task(serve("tiny", main, Settings(http_host="127.0.0.1", http_port=0), own_process=False))
+    while not contexts:
+        assert not service.done(), service
+        await asyncio.sleep(0.01)
+    async with httpx.AsyncClient() as c:
+        assert (await c.get(f"http://127.0.0.1:{contexts[0].http_port}/readyz")).status_code == 200
+    contexts[0].stopping.set()
+    assert await asyncio.wait_for(service, 5) == EXIT_OK
+    assert readiness_while_stopping == [503]
+
+
+async def test_cancelling_serve_cancels_main_and_lets_it_clean_up() -> None:
+    started, cleaned = asyncio.Event(), asyncio.Event()
+
+    async def main(ctx: ServiceContext[Settings]) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            cleaned.set()
+
+    service = asyncio.create_task(serve("tiny", main, Settings(http_host="127.0.0.1", http_port=0), own_process=False))
+    await asyncio.wait_for(started.wait(), 5)
+    service.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(service, 5)
+    assert cleaned.is_set()

@@ -197,6 +197,8 @@ class LeaderElection:
         """Take the lease if nobody holds it; True if we hold it now."""
         if self.is_leader:
             return True
+        if self._token is not None:  # our lease ran out unrenewed (a stalled loop): say so first
+            self._step_down("the lease ran out before it was renewed")
         kv = await self._kv_bucket()
         async with self._lock:
             started = time.monotonic()
@@ -238,7 +240,8 @@ class LeaderElection:
 
     async def release(self) -> bool:
         """Stop leading and delete the key if it is still ours, so a standby takes over at once.
-        True if the key was deleted."""
+        True if the key was deleted.  A running ``run()`` campaigns again afterwards; to step
+        aside for good, cancel ``run()`` (or leave ``async with``), which releases on its way out."""
         async with self._lock:
             last = self._revision
             self._step_down("released")  # stop acting before the key goes

@@ -124,6 +124,10 @@ async def _supervise(main: Main[S], ctx: ServiceContext[S], signals: ShutdownSig
     stop = asyncio.create_task(signals.requested.wait())
     try:
         await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # serve() itself cancelled (embedded): main goes with it
+        task.cancel()
+        await asyncio.wait({task}, timeout=ctx.settings.shutdown_timeout)
+        raise
     finally:
         stop.cancel()
     if not task.done():
