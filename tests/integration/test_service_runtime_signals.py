@@ -53,7 +53,8 @@ def start_tiny(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]
     started: list[subprocess.Popen[str]] = []
 
     def start(*flags: str) -> subprocess.Popen[str]:
-        env = {**os.environ, "PYTHONPATH": str(tmp_path), "LAHAR_OTEL_EXPORTER": f"jsonl:{tmp_path / 'spans.jsonl'}"}
+        path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "LAHAR_OTEL_EXPORTER": f"jsonl:{tmp_path / 'spans.jsonl'}"}
         args = [sys.executable, "-m", "tiny_service", "--state", str(tmp_path), "--http-port", "0", *flags]
         proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
         started.append(proc)
