@@ -32,7 +32,8 @@ TINY_SERVICE = textwrap.dedent(
         state = Path(ctx.settings.state)
         with ctx.tracer.start_as_current_span("tiny.run"):
             ctx.health.set_ready(True)
-            (state / "port").write_text(str(ctx.http_port))
+            (state / "port.tmp").write_text(str(ctx.http_port))
+            (state / "port.tmp").rename(state / "port")  # whole, or not there: the test polls for it
             try:
                 await ctx.stopping.wait()
                 (state / "stopping").touch()
