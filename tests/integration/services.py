@@ -121,7 +121,12 @@ class Stack:
     async def binder(self, max_in_flight: int = 64) -> Running:
         nc, js, rc, kube = await self._deps()
         svc = BinderService(
-            kube, js, self.names, CollectorRegistry(), max_in_flight=max_in_flight, ack_wait=5.0,
+            kube,
+            js,
+            self.names,
+            CollectorRegistry(),
+            max_in_flight=max_in_flight,
+            ack_wait=5.0,
             tracer=self.tracer("binder"),
         )
         return await self._start(svc, nc, rc, kube)

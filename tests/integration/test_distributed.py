@@ -196,7 +196,10 @@ async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
 
         def bind_span() -> Any:
             spans = load_traces(traces)
-            return next((x for x in spans if x["name"] == "binder.bind" and x["attributes"].get("lahar.pod") == f"{ns}/t-0"), None)
+            return next(
+                (x for x in spans if x["name"] == "binder.bind" and x["attributes"].get("lahar.pod") == f"{ns}/t-0"),
+                None,
+            )
 
         span = await poll(bind_span, timeout=10.0)
     path = trace_path(load_traces(traces), span["span_id"])

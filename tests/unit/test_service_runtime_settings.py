@@ -101,8 +101,9 @@ def test_every_error_is_listed_at_once_with_field_flag_and_variable() -> None:
     assert by_field["http_port"].endswith("(got 'http' from LAHAR_HTTP_PORT)")
     assert "Expected `int` >= 1" in by_field["workers"]
     assert "Expected `float` > 0.0" in by_field["shutdown_timeout"]
-    assert "not a known exporter" in by_field["otel_exporter"] and "otlp, console, none or jsonl:PATH" in (
-        by_field["otel_exporter"]
+    assert (
+        "not a known exporter" in by_field["otel_exporter"]
+        and "otlp, console, none or jsonl:PATH" in (by_field["otel_exporter"])
     )
     assert "must be one of fast, safe" in by_field["mode"]
     assert "origin (--origin / LAHAR_ORIGIN): Expected `object | null`, got `array`" in by_field["origin"]

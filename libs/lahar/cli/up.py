@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
-        print(f"LAHAR_NATS_URL={stack.infra.nats_url} LAHAR_REDIS_URL={stack.infra.redis_url}", file=sys.stderr)
+        env = stack.env()
+        print(f"LAHAR_NATS_URL={env['LAHAR_NATS_URL']} LAHAR_REDIS_URL={env['LAHAR_REDIS_URL']}", file=sys.stderr)
         print(f"traces: {stack.traces}; logs: {stack.dir / 'logs'}", file=sys.stderr)
         return asyncio.run(_watch(stack))
     finally:

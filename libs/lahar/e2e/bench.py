@@ -9,11 +9,11 @@ when each one is bound.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,10 +63,8 @@ async def _measure(stack: Any, cfg: E2EConfig) -> dict[str, Any]:
     created = ctx.Queue()
     gen = ctx.Process(target=_generate, args=(stack.kubeconfig, cfg.jobs, cfg.tasks_per_job, created), daemon=True)
     gen.start()
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(tracker.done.wait(), cfg.timeout)
-    except TimeoutError:
-        pass
     times = await asyncio.get_running_loop().run_in_executor(None, created.get, True, 60)
     gen.join(10)
     watcher.cancel()
@@ -124,8 +122,14 @@ def _cli(args: Any) -> int:
             print(f"lahar bench e2e: --{name.replace('_', '-')}: must be at least 1", file=sys.stderr)
             return 2
     cfg = E2EConfig(
-        args.nodes, args.jobs, args.tasks_per_job, args.binders, args.max_in_flight, args.bind_latency_ms,
-        args.timeout, args.state_dir,
+        args.nodes,
+        args.jobs,
+        args.tasks_per_job,
+        args.binders,
+        args.max_in_flight,
+        args.bind_latency_ms,
+        args.timeout,
+        args.state_dir,
     )
     result = run_e2e(cfg)
     if args.output == "json":

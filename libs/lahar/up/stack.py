@@ -146,9 +146,9 @@ class LocalStack:
 
     def _spawn_service(self, name: str, extra: list[str] | None = None, log_name: str = "") -> Child:
         port = free_port()
-        argv = [name, "--http-port", str(port), *(extra or [])]
+        argv = [name, "--http-port", str(port), "--http-host", "127.0.0.1", *(extra or [])]
         if name == "scheduler":
-            argv += ["--period", str(self.config.period)]
+            argv += ["--schedule-period", str(self.config.period)]
             if self.config.scheduler_conf:
                 argv += ["--conf", self.config.scheduler_conf]
         return self._spawn(name, argv, port, log_name=log_name)

@@ -2,45 +2,47 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
+from typing import Annotated
 
 import nats
-from prometheus_client import CollectorRegistry
+from msgspec import Meta
 
 from lahar.adapters.kube import KubeClient, KubeConfig
-from lahar.adapters.otel import setup_tracing
-from lahar.servicekit import HealthServer, ServiceOptions
+from lahar.service import ServiceContext
+from lahar.service.bus import BusSettings
 from lahar.wire.names import Names
 from lahar_binder.service import BinderService
 
-log = logging.getLogger("lahar.binder")
+
+class BinderSettings(BusSettings):
+    max_in_flight: Annotated[int, Meta(ge=1, description="API calls running at once")] = 64
+    max_attempts: Annotated[int, Meta(ge=1, description="deliveries of a failing decision before giving up")] = 5
+    ack_wait: Annotated[float, Meta(gt=0, description="seconds before an unacknowledged decision is redelivered")] = (
+        30.0
+    )
 
 
-async def serve(opts: ServiceOptions, stop: asyncio.Event) -> None:
-    names = Names(opts.prefix)
-    provider = setup_tracing("binder", opts.otel_exporter or None, set_global=True)
-    registry = CollectorRegistry()
-    nc = await nats.connect(opts.nats_url, name=f"lahar-binder-{opts.identity}", max_reconnect_attempts=-1)
-    in_flight = int(opts.extra.get("max-in-flight", 64))
-    kube = KubeClient(KubeConfig.load(opts.kubeconfig or None), max_connections=max(in_flight, 16))
+SETTINGS = BinderSettings
+
+
+async def main(ctx: ServiceContext[BinderSettings]) -> None:
+    opts = ctx.settings
+    nc = await nats.connect(opts.nats_url, name=f"lahar-binder-{opts.replica()}", max_reconnect_attempts=-1)
+    kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()), max_connections=max(opts.max_in_flight, 16))
     svc = BinderService(
         kube,
         nc.jetstream(),
-        names,
-        registry,
-        max_in_flight=in_flight,
-        max_attempts=int(opts.extra.get("max-attempts", 5)),
-        ack_wait=float(opts.extra.get("ack-wait", 30.0)),
-        tracer=provider.get_tracer("lahar.binder"),
+        Names(opts.prefix),
+        ctx.registry,
+        max_in_flight=opts.max_in_flight,
+        max_attempts=opts.max_attempts,
+        ack_wait=opts.ack_wait,
+        tracer=ctx.tracer,
     )
-    health = HealthServer(registry, svc.ready.is_set)
-    port = await health.start(opts.http_host, opts.http_port)
-    log.info("binder %s serving health and metrics on port %d", opts.identity, port)
+    ctx.health.add_check("consuming", svc.ready.is_set)
+    ctx.health.set_ready(True)
     try:
-        await svc.run(stop)
+        await svc.run(ctx.stopping)
     finally:
-        await health.stop()
         await kube.close()
         await nc.drain()
-        provider.shutdown()

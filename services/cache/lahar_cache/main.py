@@ -1,50 +1,41 @@
-"""The cache service process: connections, leadership, health, then ``CacheService.run``."""
+"""The cache service process: leadership, then ``CacheService.run`` while leading."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import nats
 import redis.asyncio as aioredis
-from prometheus_client import CollectorRegistry
 
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.adapters.mirror import Mirror
-from lahar.adapters.otel import setup_tracing
 from lahar.leadership import either, lead
-from lahar.servicekit import HealthServer, ServiceOptions
+from lahar.service import ServiceContext
+from lahar.service.bus import BusSettings
 from lahar.wire.names import Names
 from lahar_cache.service import CacheService
 
-log = logging.getLogger("lahar.cache")
+SETTINGS = BusSettings
 
 
-async def serve(opts: ServiceOptions, stop: asyncio.Event) -> None:
+async def main(ctx: ServiceContext[BusSettings]) -> None:
+    opts = ctx.settings
     names = Names(opts.prefix)
-    provider = setup_tracing("cache", opts.otel_exporter or None, set_global=True)
-    registry = CollectorRegistry()
-    nc = await nats.connect(opts.nats_url, name=f"lahar-cache-{opts.identity}", max_reconnect_attempts=-1)
-    js = nc.jetstream()
+    nc = await nats.connect(opts.nats_url, name=f"lahar-cache-{opts.replica()}", max_reconnect_attempts=-1)
     rc = aioredis.from_url(opts.redis_url)
-    kube = KubeClient(KubeConfig.load(opts.kubeconfig or None))
-    state: dict[str, CacheService] = {}
-    health = HealthServer(registry, lambda: "svc" in state and state["svc"].ready.is_set())
-    port = await health.start(opts.http_host, opts.http_port)
-    log.info("cache %s serving health and metrics on port %d", opts.identity, port)
+    kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
+    current: list[CacheService] = []
+    ctx.health.add_check("watching", lambda: bool(current) and current[-1].ready.is_set())
+    ctx.health.set_ready(True)
 
     async def act(ended: asyncio.Event, fence: int) -> None:
-        svc = CacheService(
-            kube, js, Mirror(rc, names.redis_prefix), names, registry, tracer=provider.get_tracer("lahar.cache")
-        )
-        state["svc"] = svc
-        await svc.run(either(ended, stop))
+        svc = CacheService(kube, nc.jetstream(), Mirror(rc, names.redis_prefix), names, ctx.registry, tracer=ctx.tracer)
+        current.append(svc)
+        await svc.run(either(ended, ctx.stopping))
 
     try:
-        await lead(js, names, "cache", opts.identity, opts.leader_ttl, stop, act)
+        await lead(nc.jetstream(), names, "cache", opts.replica(), opts.leader_ttl, ctx.stopping, act)
     finally:
-        await health.stop()
         await kube.close()
         await nc.close()
         await rc.aclose()
-        provider.shutdown()

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 import msgspec
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter
 
@@ -47,7 +48,7 @@ class ControllerService:
         self.kube, self.js, self.mirror, self.names = kube, js, mirror, names
         self.metrics = Metrics.of(registry)
         self.ready = asyncio.Event()
-        self.queue: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_streams(self.js, self.names)
@@ -83,7 +84,7 @@ class ControllerService:
         while True:
             q = await self.queue.get()
             state = desired_state(q)
-            name = str((q.get("metadata") or {}).get("name", ""))  # type: ignore[union-attr]
+            name = str((q.get("metadata") or {}).get("name", ""))
             if state is None or not name:
                 continue
             try:
@@ -96,7 +97,5 @@ class ControllerService:
                 log.warning("could not set queue %s to %s: %s", name, state, exc)
 
 
-def _start(seq: int) -> object:
-    from nats.js.api import ConsumerConfig
-
+def _start(seq: int) -> ConsumerConfig:
     return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=seq)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
 from lahar.api.codec import decode_json_as
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.wire.messages import Delta

@@ -5,28 +5,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+from typing import Annotated
 
 import nats
 import redis.asyncio as aioredis
-from prometheus_client import CollectorRegistry
+from msgspec import Meta
 
 from lahar.adapters.mirror import Mirror
-from lahar.adapters.otel import setup_tracing
 from lahar.leadership import lead
-from lahar.servicekit import HealthServer, ServiceOptions
+from lahar.service import ServiceContext
+from lahar.service.bus import BusSettings
 from lahar.wire.names import Names
 from lahar_scheduler.service import ConfSource, SchedulerService
 
-log = logging.getLogger("lahar.scheduler")
+
+class SchedulerSettings(BusSettings):
+    conf: Annotated[str, Meta(description="volcano-scheduler.conf file, reloaded when it changes")] = ""
+    schedule_period: Annotated[float, Meta(gt=0, description="seconds between sessions")] = 1.0
+    seed: Annotated[int, Meta(description="seed for tie-breaking between equal nodes")] = 0
 
 
-async def serve(opts: ServiceOptions, stop: asyncio.Event) -> None:
+SETTINGS = SchedulerSettings
+
+
+async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
+    opts = ctx.settings
     names = Names(opts.prefix)
-    conf = ConfSource(opts.extra.get("conf") or None)
-    provider = setup_tracing("scheduler", opts.otel_exporter or None, set_global=True)
-    registry = CollectorRegistry()
-    nc = await nats.connect(opts.nats_url, name=f"lahar-scheduler-{opts.identity}", max_reconnect_attempts=-1)
+    conf = ConfSource(opts.conf or None)
+    nc = await nats.connect(opts.nats_url, name=f"lahar-scheduler-{opts.replica()}", max_reconnect_attempts=-1)
     js = nc.jetstream()
     rc = aioredis.from_url(opts.redis_url)
     svc = SchedulerService(
@@ -34,18 +40,17 @@ async def serve(opts: ServiceOptions, stop: asyncio.Event) -> None:
         js,
         Mirror(rc, names.redis_prefix),
         names,
-        registry,
+        ctx.registry,
         conf,
-        period=float(opts.extra.get("period", 1.0)),
-        seed=int(opts.extra.get("seed", 0)),
-        tracer=provider.get_tracer("lahar.scheduler"),
+        period=opts.schedule_period,
+        seed=opts.seed,
+        tracer=ctx.tracer,
     )
     leading = {"now": False}
     svc.is_leader = lambda: leading["now"]
-    health = HealthServer(registry, svc.ready.is_set)
-    port = await health.start(opts.http_host, opts.http_port)
-    log.info("scheduler %s serving health and metrics on port %d", opts.identity, port)
-    runner = asyncio.create_task(svc.run(stop))
+    ctx.health.add_check("snapshot", svc.ready.is_set)
+    ctx.health.set_ready(True)
+    runner = asyncio.create_task(svc.run(ctx.stopping))
 
     async def act(ended: asyncio.Event, fence: int) -> None:
         await svc.ready.wait()
@@ -57,13 +62,11 @@ async def serve(opts: ServiceOptions, stop: asyncio.Event) -> None:
         leading["now"] = False
 
     try:
-        await lead(js, names, "scheduler", opts.identity, opts.leader_ttl, stop, act)
+        await lead(js, names, "scheduler", opts.replica(), opts.leader_ttl, ctx.stopping, act)
         await runner
     finally:
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await runner
-        await health.stop()
         await nc.close()
         await rc.aclose()
-        provider.shutdown()
