@@ -71,6 +71,9 @@ class StackConfig:
     sim_args: tuple[str, ...] = ()
     admission: bool = True
     scheduler_conf: str | None = None
+    replicas: int = 1  # cache, controller and scheduler replicas (one leads, the others stand by)
+    leader_ttl: float = 5.0
+    ack_wait: float = 30.0
 
 
 class LocalStack:
@@ -96,9 +99,9 @@ class LocalStack:
             self.kubeconfig = self.config.kubeconfig or self._start_sim(timeout)
             if self.config.admission:
                 self._start_admission(timeout)
-            self._spawn_service("cache")
-            self._spawn_service("controller")
-            self._spawn_service("scheduler")
+            for i in range(1, self.config.replicas + 1):
+                for role in ("cache", "controller", "scheduler"):
+                    self._spawn_service(role, ["--identity", f"{role}-{i}"], log_name=f"{role}-{i}")
             for _ in range(self.config.binders):
                 self.add_binder()
             self._wait_ready(timeout)
@@ -147,6 +150,7 @@ class LocalStack:
     def _spawn_service(self, name: str, extra: list[str] | None = None, log_name: str = "") -> Child:
         port = free_port()
         argv = [name, "--http-port", str(port), "--http-host", "127.0.0.1", *(extra or [])]
+        argv += ["--leader-ttl", str(self.config.leader_ttl)]
         if name == "scheduler":
             argv += ["--schedule-period", str(self.config.period)]
             if self.config.scheduler_conf:
@@ -156,9 +160,8 @@ class LocalStack:
     def add_binder(self) -> Child:
         self._binder_seq += 1
         ident = f"binder-{self._binder_seq}"
-        return self._spawn_service(
-            "binder", ["--max-in-flight", str(self.config.max_in_flight), "--identity", ident], log_name=ident
-        )
+        extra = ["--max-in-flight", str(self.config.max_in_flight), "--ack-wait", str(self.config.ack_wait)]
+        return self._spawn_service("binder", [*extra, "--identity", ident], log_name=ident)
 
     def _start_admission(self, timeout: float) -> None:
         certs = self.dir / "certs"
@@ -238,7 +241,11 @@ class LocalStack:
         return [c for c in self.children if c.name == "binder" and c.alive()]
 
     def service(self, name: str) -> Child:
-        return next(c for c in self.children if c.name == name)
+        return next(c for c in self.children if c.name == name and c.alive())
+
+    def replica(self, identity: str) -> Child:
+        """The child started with ``--identity identity``."""
+        return next(c for c in self.children if c.log_path.stem == identity)
 
     def dead(self) -> list[Child]:
         return [c for c in self.children if not c.alive()]

@@ -25,13 +25,19 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     rc = aioredis.from_url(opts.redis_url)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
     current: list[CacheService] = []
-    ctx.health.add_check("watching", lambda: bool(current) and current[-1].ready.is_set())
+    leading = {"now": False}
+    # A standby is ready (it is waiting its turn); a leader once it has listed every kind.
+    ctx.health.add_check("watching", lambda: not leading["now"] or current[-1].ready.is_set())
     ctx.health.set_ready(True)
 
     async def act(ended: asyncio.Event, fence: int) -> None:
         svc = CacheService(kube, nc.jetstream(), Mirror(rc, names.redis_prefix), names, ctx.registry, tracer=ctx.tracer)
         current.append(svc)
-        await svc.run(either(ended, ctx.stopping))
+        leading["now"] = True
+        try:
+            await svc.run(either(ended, ctx.stopping))
+        finally:
+            leading["now"] = False
 
     try:
         await lead(nc.jetstream(), names, "cache", opts.replica(), opts.leader_ttl, ctx.stopping, act)
