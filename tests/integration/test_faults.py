@@ -95,7 +95,7 @@ async def _leader(nats_url: str, stack: LocalStack, role: str) -> str:
         kv = await nc.jetstream().key_value(stack.names.leader_bucket)
         entry = await kv.get(role)
         return (entry.value or b"").decode()
-    except Exception:  # noqa: BLE001 - no leader yet
+    except Exception:  # no leader yet
         return ""
     finally:
         await nc.close()
