@@ -140,4 +140,3 @@ async def test_scheduler_and_cache_restarts_lose_and_duplicate_nothing(
 async def _new_leader(nats_url: str, stack: LocalStack, role: str, old: str) -> str:
     now = await _leader(nats_url, stack, role)
     return now if now and now != old else ""
-

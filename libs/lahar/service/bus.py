@@ -34,7 +34,7 @@ class BusSettings(Settings):
     kubeconfig: Annotated[str, Meta(description="kubeconfig file (default $KUBECONFIG, then in-cluster)")] = ""
     prefix: Annotated[str, Check(_prefix), Meta(description="prefix of every stream, subject and Redis key")] = "lahar"
     identity: Annotated[str, Meta(description="this replica's name in leader election (default host-pid)")] = ""
-    leader_ttl: Annotated[float, Meta(gt=0, description="leader lease, seconds")] = 5.0
+    leader_ttl: Annotated[float, Meta(gt=0, description="leader lease, seconds")] = 10.0
 
     def kubeconfig_path(self) -> str | None:
         return self.kubeconfig or os.environ.get("KUBECONFIG") or None

@@ -72,7 +72,7 @@ class StackConfig:
     admission: bool = True
     scheduler_conf: str | None = None
     replicas: int = 1  # cache, controller and scheduler replicas (one leads, the others stand by)
-    leader_ttl: float = 5.0
+    leader_ttl: float = 10.0
     ack_wait: float = 30.0
 
 

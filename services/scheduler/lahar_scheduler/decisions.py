@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.resource import Resource
-from lahar.wire.messages import Bind, Evict, PodGroupStatus, PodStatus, QueueStatus
+from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot
 
@@ -26,6 +26,8 @@ class Sent:
     podgroups: dict[str, tuple[str, tuple[tuple[str, str, str, str], ...], float]] = field(default_factory=dict)
 
 
+BINDS_PER_MESSAGE = 64
+
 # A PodGroup whose condition text changes every session (counts of pods arriving) is written at
 # most this often; phase changes and new condition types are written at once.
 MESSAGE_REWRITE_SECONDS = 2.0
@@ -33,7 +35,7 @@ MESSAGE_REWRITE_SECONDS = 2.0
 
 @dataclass
 class Decisions:
-    binds: list[Bind] = field(default_factory=list)
+    binds: list[Binds] = field(default_factory=list)
     evictions: list[Evict] = field(default_factory=list)
     podgroups: list[PodGroupStatus] = field(default_factory=list)
     queues: list[QueueStatus] = field(default_factory=list)
@@ -127,19 +129,21 @@ def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) ->
 
 def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0) -> Decisions:
     out = Decisions()
+    by_job: dict[str, list[BindItem]] = {}
     for task, node in result.binds:
-        out.binds.append(
-            Bind(
-                id=f"{session}/bind/{task.key}",
-                namespace=task.namespace,
-                name=task.name,
-                uid=task.pod.metadata.uid,
-                node=node,
-                job=task.job,
-                session=session,
-                fence=fence,
+        item = BindItem(namespace=task.namespace, name=task.name, uid=task.pod.metadata.uid, node=node)
+        by_job.setdefault(task.job, []).append(item)
+    for job, items in by_job.items():
+        for start in range(0, len(items), BINDS_PER_MESSAGE):
+            out.binds.append(
+                Binds(
+                    id=f"{session}/binds/{job}/{start}",
+                    job=job,
+                    session=session,
+                    fence=fence,
+                    items=items[start : start + BINDS_PER_MESSAGE],
+                )
             )
-        )
     for task, reason in result.evictions:
         out.evictions.append(
             Evict(

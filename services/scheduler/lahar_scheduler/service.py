@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.mirror import Mirror
 from lahar.api.codec import DecodeError
-from lahar.wire.messages import BadMessage, Delta, decode_delta, decode_result, encode
+from lahar.wire.messages import BadMessage, Binds, Delta, Evict, decode_delta, decode_result, encode
 from lahar.wire.names import Names
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.decisions import Decisions, Sent, decisions, invalid_pod, missing_queues
@@ -352,13 +352,26 @@ class SchedulerService:
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
         now = self.clock()
-        for b in out.binds:
-            self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
+        for group in out.binds:
+            for b in group.items:
+                self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
         self.metrics.assumed.set(len(self.assumed))
         self._gauges()
+        decided = time.perf_counter()
         if batch:
             await publish_batch(self.js, batch)
-        self.metrics.binds.inc(len(out.binds))
+        published = time.perf_counter()
+        if out.binds or out.evictions:
+            log.info(
+                "session %s: %d binds, %d evictions in %.0f ms; decisions published in %.0f ms; %d deltas waiting",
+                uid,
+                len(result.binds),
+                len(out.evictions),
+                (decided - started) * 1000,
+                (published - decided) * 1000,
+                self.inbox.qsize(),
+            )
+        self.metrics.binds.inc(len(result.binds))
         self.metrics.evictions.inc(len(out.evictions))
         return result
 
@@ -392,11 +405,12 @@ class SchedulerService:
                 propagate.inject(headers)
                 job_ctx[job] = headers
         batch = []
-        for kind, msgs in (("bind", out.binds), ("evict", out.evictions)):
-            for msg in msgs:
-                headers = dict(job_ctx.get(msg.job, {}))
-                headers["Nats-Msg-Id"] = msg.id
-                batch.append(Outgoing(self.names.decision_subject(kind), encode(msg), headers))
+        traced: list[tuple[str, Binds | Evict]] = [("bind", m) for m in out.binds]
+        traced += [("evict", m) for m in out.evictions]
+        for kind, msg in traced:
+            headers = dict(job_ctx.get(msg.job, {}))
+            headers["Nats-Msg-Id"] = msg.id
+            batch.append(Outgoing(self.names.decision_subject(kind), encode(msg), headers))
         for group, kind in ((out.podgroups, "podgroup"), (out.queues, "queue"), (out.pods, "podstatus")):
             for m in group:
                 batch.append(Outgoing(self.names.decision_subject(kind), encode(m), {"Nats-Msg-Id": m.id}))
