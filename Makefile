@@ -21,7 +21,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests
-	$(BIN)/mypy libs/lahar services/scheduler/lahar_scheduler services/cache/lahar_cache services/binder/lahar_binder services/admission/lahar_admission
+	$(BIN)/mypy libs/lahar services/scheduler/lahar_scheduler services/cache/lahar_cache services/binder/lahar_binder services/admission/lahar_admission services/controller/lahar_controller
 
 bench: $(STAMP)
 	$(BIN)/lahar bench scheduler --nodes 5000 --pods 50000 --tasks-per-job 10

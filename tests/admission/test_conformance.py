@@ -67,8 +67,6 @@ def test_case_through_https(path: Path, live, proxy_view) -> None:  # type: igno
 def test_copy_matches_shared() -> None:
     shared = {p.name: p.read_text() for p in SHARED_CASES.glob("*.yaml")}
     ours = {p.name: p.read_text() for p in FILES}
-    assert set(shared) <= set(ours), (
-        f"cases missing from tests/admission/cases: {sorted(set(shared) - set(ours))}"
-    )
+    assert set(shared) <= set(ours), f"cases missing from tests/admission/cases: {sorted(set(shared) - set(ours))}"
     for name, text in shared.items():
         assert ours[name] == text, f"{name} differs from ../shared"

@@ -26,9 +26,7 @@ EXAMPLES = Path(__file__).parent / "examples"
 BROKEN = {
     "invalid_jobs/duplicatedPolicyEvent-webhook-deny.yaml": "duplicate event PodFailed",
     "invalid_jobs/duplicatedTaskName-webhook-deny.yaml": "duplicated task name task-1",
-    "invalid_jobs/minAvailable-webhook-deny.yaml": (
-        "job 'minAvailable' should not be greater than total replicas"
-    ),
+    "invalid_jobs/minAvailable-webhook-deny.yaml": ("job 'minAvailable' should not be greater than total replicas"),
     # `priorityClass` is not a PodSpec field (meant: priorityClassName).
     "task-priority/elastic-job.yaml": (
         'template.spec.priorityClass: Invalid value: "priorityClass": field not declared'
@@ -60,8 +58,7 @@ def _key(path: Path) -> str:
 
 def _cluster() -> Any:
     return view_from_objects(
-        {"kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}, "status": {"state": "Open"}}
-        for q in QUEUES
+        {"kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}, "status": {"state": "Open"}} for q in QUEUES
     )
 
 
@@ -73,9 +70,7 @@ def _request(obj: dict[str, Any], kind: str, op: str = "CREATE") -> AdmissionReq
         uid="example",
         kind=GroupVersionKind(group, version, kind),
         resource=GroupVersionResource(
-            str(obj.get("apiVersion", "")).rpartition("/")[0]
-            if "/" in str(obj.get("apiVersion", ""))
-            else "",
+            str(obj.get("apiVersion", "")).rpartition("/")[0] if "/" in str(obj.get("apiVersion", "")) else "",
             version,
             resource,
         ),

@@ -113,9 +113,7 @@ def server_for(tmp_path: Path) -> Iterator[Any]:
 def test_unknown_path_and_kind_are_404(live: LiveServer) -> None:
     with live.client() as c:
         assert c.post("/nothing/here", content=b"{}", headers=JSON).status_code == 404
-        r = c.post(
-            "/jobs/validate", content=review("deployments", {}, group="apps", version="v1"), headers=JSON
-        )
+        r = c.post("/jobs/validate", content=review("deployments", {}, group="apps", version="v1"), headers=JSON)
         assert r.status_code == 404
         assert "deployments" in r.json()["message"]
 
@@ -126,33 +124,24 @@ def test_malformed_bodies_are_400_with_a_message(live: LiveServer) -> None:
             r = c.post("/jobs/validate", content=body, headers=JSON)
             assert r.status_code == 400, body
             assert r.json()["message"].startswith("malformed AdmissionReview")
-        assert (
-            "uid"
-            in c.post("/jobs/validate", content=b'{"request": {"uid": 5}}', headers=JSON).json()["message"]
-        )
+        assert "uid" in c.post("/jobs/validate", content=b'{"request": {"uid": 5}}', headers=JSON).json()["message"]
 
 
 def test_content_type_and_size_limits(live: LiveServer) -> None:
     with live.client() as c:
         assert (
-            c.post(
-                "/jobs/validate", content=review("jobs", job()), headers={"Content-Type": "text/plain"}
-            ).status_code
+            c.post("/jobs/validate", content=review("jobs", job()), headers={"Content-Type": "text/plain"}).status_code
             == 415
         )
         big = b'{"pad": "' + b"x" * (4 * 1024 * 1024) + b'"}'
         assert c.post("/jobs/validate", content=big, headers=JSON).status_code == 413
 
 
-def test_a_wrong_resource_on_a_known_path_is_denied_like_volcano(
-    live: LiveServer, proxy_view: ProxyView
-) -> None:
+def test_a_wrong_resource_on_a_known_path_is_denied_like_volcano(live: LiveServer, proxy_view: ProxyView) -> None:
     with live.client() as c:
         r = c.post(
             "/jobs/validate",
-            content=review(
-                "queues", {"metadata": {"name": "q"}}, group="scheduling.volcano.sh", version="v1beta1"
-            ),
+            content=review("queues", {"metadata": {"name": "q"}}, group="scheduling.volcano.sh", version="v1beta1"),
             headers=JSON,
         )
     resp = r.json()["response"]
@@ -165,9 +154,7 @@ def test_probes_and_metrics(live: LiveServer, proxy_view: ProxyView) -> None:
     with live.client() as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 200
-        assert c.post("/jobs/validate", content=review("jobs", job()), headers=JSON).json()["response"][
-            "allowed"
-        ]
+        assert c.post("/jobs/validate", content=review("jobs", job()), headers=JSON).json()["response"]["allowed"]
         text = c.get("/metrics").text
     assert 'lahar_admission_reviews_total{allowed="true",path="/jobs/validate"}' in text
     assert "lahar_admission_review_seconds_bucket" in text

@@ -15,9 +15,7 @@ from lahar_admission.webhooks import webhook_configurations
 
 def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as err:
-        load_settings(
-            {"port": "x", "on_unavailable": "maybe", "cert_file": str(tmp_path / "nope")}, environ={}
-        )
+        load_settings({"port": "x", "on_unavailable": "maybe", "cert_file": str(tmp_path / "nope")}, environ={})
     text = "\n".join(err.value.problems)
     assert "--port" in text and "--on-unavailable" in text and "--cert-file" in text and "--key-file" in text
 

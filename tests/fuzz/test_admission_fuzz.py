@@ -76,9 +76,7 @@ names = st.one_of(
     st.sampled_from(["a", "task-1", "master", "worker", "default", "eng", "dev", "root", "x" * 70]),
     st.text(max_size=20),
 )
-quantity = st.one_of(
-    st.sampled_from(["1", "500m", "-1", "2Gi", "1.5", "0", "1e3", "abc", ""]), st.integers(-10, 10)
-)
+quantity = st.one_of(st.sampled_from(["1", "500m", "-1", "2Gi", "1.5", "0", "1e3", "abc", ""]), st.integers(-10, 10))
 resources = st.dictionaries(
     st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "hugepages-2Mi", "bad name"]),
     quantity,
@@ -90,9 +88,7 @@ container = st.fixed_dictionaries(
         "resources": maybe(
             st.fixed_dictionaries({}, optional={"requests": maybe(resources), "limits": maybe(resources)})
         ),
-        "ports": maybe(
-            st.lists(st.fixed_dictionaries({"containerPort": maybe(st.integers(-1, 70000))}), max_size=2)
-        ),
+        "ports": maybe(st.lists(st.fixed_dictionaries({"containerPort": maybe(st.integers(-1, 70000))}), max_size=2)),
     },
 )
 template = st.fixed_dictionaries(
@@ -132,9 +128,7 @@ task = st.fixed_dictionaries(
         "topologyPolicy": maybe(st.sampled_from(["none", "restricted"])),
         "dependsOn": maybe(st.fixed_dictionaries({"name": st.lists(names, max_size=2)})),
         "partitionPolicy": maybe(
-            st.fixed_dictionaries(
-                {"totalPartitions": int32, "partitionSize": int32}, optional={"minPartitions": int32}
-            )
+            st.fixed_dictionaries({"totalPartitions": int32, "partitionSize": int32}, optional={"minPartitions": int32})
         ),
     },
 )
@@ -154,9 +148,7 @@ job_spec = st.fixed_dictionaries(
         ),
         "volumes": maybe(
             st.lists(
-                st.fixed_dictionaries(
-                    {}, optional={"mountPath": maybe(names), "volumeClaimName": maybe(names)}
-                ),
+                st.fixed_dictionaries({}, optional={"mountPath": maybe(names), "volumeClaimName": maybe(names)}),
                 max_size=2,
             )
         ),
@@ -240,9 +232,7 @@ def envelope(obj: Any, resource: tuple[str, str, str], op: str, old: Any = None)
     }
     if old is not None:
         req["oldObject"] = old
-    return json.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
-    ).encode()
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
 
 
 def check_reply(reply: httpx.Response) -> None:
@@ -271,9 +261,7 @@ def check_rules(body: bytes, path: str) -> None:
 
 
 @FUZZ
-@given(
-    job=jobs, old=jobs, path=st.sampled_from(JOB_PATHS), op=st.sampled_from(["CREATE", "UPDATE", "DELETE"])
-)
+@given(job=jobs, old=jobs, path=st.sampled_from(JOB_PATHS), op=st.sampled_from(["CREATE", "UPDATE", "DELETE"]))
 def test_generated_jobs(client: httpx.Client, job: Any, old: Any, path: str, op: str) -> None:
     body = envelope(job, ("batch.volcano.sh", "v1alpha1", "jobs"), op, old if op == "UPDATE" else None)
     check_rules(body, path)
@@ -288,9 +276,7 @@ def test_generated_jobs(client: httpx.Client, job: Any, old: Any, path: str, op:
     op=st.sampled_from(["CREATE", "UPDATE", "DELETE"]),
 )
 def test_generated_queues(client: httpx.Client, queue: Any, old: Any, path: str, op: str) -> None:
-    body = envelope(
-        queue, ("scheduling.volcano.sh", "v1beta1", "queues"), op, old if op != "CREATE" else None
-    )
+    body = envelope(queue, ("scheduling.volcano.sh", "v1beta1", "queues"), op, old if op != "CREATE" else None)
     check_rules(body, path)
     check_reply(client.post(path, content=body, headers={"Content-Type": "application/json"}))
 

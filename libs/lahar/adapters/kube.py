@@ -1,10 +1,13 @@
 """The Kubernetes API, asynchronously: list, watch, bind, evict, patch, events.
 
 Configuration (kubeconfig or in-cluster) is read with the official ``kubernetes`` client's
-loader; requests go through ``httpx`` and bodies are decoded with ``msgspec``.  Why not the
+loader; requests go through ``aiohttp`` and bodies are decoded with ``msgspec``.  Why not the
 official client for the calls themselves: it is synchronous, it fails to decode the 201 Status
-that ``pods/binding`` returns, and decoding 50,000 pods into its models is slow.  Errors are
-classified here into transient ones (retry or redeliver) and permanent ones (report, go on).
+that ``pods/binding`` returns, and decoding 50,000 pods into its models is slow.  Why aiohttp
+rather than httpx: with a hundred requests in flight, httpx's connection pool spends most of its
+time scanning its own connections (measured with py-spy: binds and creates capped near 50/s),
+while aiohttp's pool stays flat.  Errors are classified here into transient ones (retry or
+redeliver) and permanent ones (report, go on).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 import msgspec
 
 # --- resources -----------------------------------------------------------------------------
@@ -52,6 +55,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("queues", "scheduling.volcano.sh/v1beta1", False),
         Resource("jobs", "batch.volcano.sh/v1alpha1", True),
         Resource("commands", "bus.volcano.sh/v1alpha1", True),
+        Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
+        Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )
 }
 
@@ -209,28 +214,51 @@ class KubeConfig:
 class KubeClient:
     def __init__(self, config: KubeConfig, *, max_connections: int = 128, timeout: float = 30.0) -> None:
         self.config = config
-        self.http = httpx.AsyncClient(
-            base_url=config.host,
-            verify=config.verify,
-            cert=config.cert,
-            headers=config.headers,
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
+        self.max_connections = max_connections
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        """Made on first use, inside the event loop that will run the requests."""
+        if self._session is None or self._session.closed:
+            ssl_ctx: ssl.SSLContext | bool = False
+            if isinstance(self.config.verify, ssl.SSLContext):
+                ssl_ctx = self.config.verify
+            elif self.config.verify:
+                ssl_ctx = ssl.create_default_context()
+            if self.config.cert is not None:
+                if not isinstance(ssl_ctx, ssl.SSLContext):
+                    ssl_ctx = ssl.create_default_context()
+                    if not self.config.verify:
+                        ssl_ctx.check_hostname = False
+                        ssl_ctx.verify_mode = ssl.CERT_NONE
+                ssl_ctx.load_cert_chain(*self.config.cert)
+            connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=ssl_ctx)
+            self._session = aiohttp.ClientSession(
+                base_url=self.config.host.rstrip("/") + "/",
+                connector=connector,
+                headers=self.config.headers,
+                timeout=self.timeout,
+                read_bufsize=1 << 20,  # watch lines can be as long as an object
+            )
+        return self._session
 
     async def close(self) -> None:
-        await self.http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
-    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+    async def _request(self, method: str, url: str, **kw: Any) -> bytes:
         try:
-            resp = await self.http.request(method, url, **kw)
-        except httpx.TimeoutException as exc:
-            raise TransientKubeError(0, "Timeout", str(exc) or "timed out") from None
-        except httpx.TransportError as exc:
+            async with self.http.request(method, url.lstrip("/"), **kw) as resp:
+                body = await resp.read()
+                if resp.status >= 400:
+                    raise _error(resp.status, body)
+                return body
+        except TimeoutError:
+            raise TransientKubeError(0, "Timeout", "timed out") from None
+        except aiohttp.ClientError as exc:
             raise TransientKubeError(0, "Unreachable", str(exc) or type(exc).__name__) from None
-        if resp.status_code >= 400:
-            raise _error(resp.status_code, resp.content)
-        return resp
 
     # -- reads ---------------------------------------------------------------------------
     async def list(self, kind: str, page: int = 5000) -> tuple[list[Item], str]:
@@ -242,16 +270,14 @@ class KubeClient:
             params: dict[str, Any] = {"limit": page}
             if cont:
                 params["continue"] = cont
-            resp = await self._request("GET", res.path(), params=params)
-            body = _list_decoder.decode(resp.content)
+            body = _list_decoder.decode(await self._request("GET", res.path(), params=params))
             items.extend(item(raw) for raw in body.items)
             cont = body.metadata.cont
             if not cont:
                 return items, body.metadata.resourceVersion
 
     async def get(self, kind: str, namespace: str, name: str) -> bytes:
-        resp = await self._request("GET", RESOURCES[kind].path(namespace, name))
-        return resp.content
+        return await self._request("GET", RESOURCES[kind].path(namespace, name))
 
     async def watch(self, kind: str, resource_version: str, timeout: int = 300) -> AsyncIterator[WatchEvent]:
         """Events after ``resource_version``; raises ``Gone`` when it is too old (relist then)."""
@@ -262,19 +288,23 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout),
         }
+        no_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout.total)
         try:
-            async with self.http.stream("GET", res.path(), params=params, timeout=None) as resp:
-                if resp.status_code >= 400:
-                    raise _error(resp.status_code, await resp.aread())
-                async for line in resp.aiter_lines():
+            async with self.http.get(res.path().lstrip("/"), params=params, timeout=no_timeout) as resp:
+                if resp.status >= 400:
+                    raise _error(resp.status, await resp.read())
+                while True:
+                    line = await resp.content.readline()
                     if not line:
+                        return
+                    if line == b"\n":
                         continue
                     ev = _event_decoder.decode(line)
                     if ev.type == "ERROR":
                         st = _status_decoder.decode(ev.object)
                         raise _error(st.code or 500, bytes(ev.object))
                     yield WatchEvent(ev.type, item(ev.object))
-        except httpx.TransportError as exc:
+        except (aiohttp.ClientError, ValueError) as exc:
             raise TransientKubeError(0, "WatchClosed", str(exc) or type(exc).__name__) from None
 
     # -- writes --------------------------------------------------------------------------
@@ -288,7 +318,12 @@ class KubeClient:
         }
         if uid:
             body["metadata"]["uid"] = uid
-        await self._request("POST", RESOURCES["pods"].path(namespace, name, "binding"), json=body)
+        await self._request(
+            "POST",
+            RESOURCES["pods"].path(namespace, name, "binding"),
+            data=msgspec.json.encode(body),
+            headers={"Content-Type": "application/json"},
+        )
 
     async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         body: dict[str, Any] = {
@@ -298,28 +333,30 @@ class KubeClient:
         }
         if grace_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
-        await self._request("POST", RESOURCES["pods"].path(namespace, name, "eviction"), json=body)
+        await self._request(
+            "POST",
+            RESOURCES["pods"].path(namespace, name, "eviction"),
+            data=msgspec.json.encode(body),
+            headers={"Content-Type": "application/json"},
+        )
 
     async def patch(self, kind: str, namespace: str, name: str, patch: Any, sub: str = "", how: str = "merge") -> bytes:
         """PATCH with a merge patch (default), a JSON patch (``json``) or a strategic merge patch
         (``strategic``: lists such as pod conditions merge by key instead of being replaced)."""
-        ctype = _PATCH_TYPES[how]
-        resp = await self._request(
+        return await self._request(
             "PATCH",
             RESOURCES[kind].path(namespace, name, sub),
-            content=msgspec.json.encode(patch),
-            headers={"Content-Type": ctype},
+            data=msgspec.json.encode(patch),
+            headers={"Content-Type": _PATCH_TYPES[how]},
         )
-        return resp.content
 
     async def create(self, kind: str, namespace: str, obj: dict[str, Any]) -> bytes:
-        resp = await self._request(
+        return await self._request(
             "POST",
             RESOURCES[kind].path(namespace),
-            content=msgspec.json.encode(obj),
+            data=msgspec.json.encode(obj),
             headers={"Content-Type": "application/json"},
         )
-        return resp.content
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         await self._request("DELETE", RESOURCES[kind].path(namespace, name))

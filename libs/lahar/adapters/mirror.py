@@ -36,7 +36,7 @@ class Mirror:
             key = objects_key(self.prefix, d.kind)
             if d.op == "DELETED":
                 pipe.hdel(key, d.key)
-            elif d.obj is not None:
+            elif d.has_object:
                 pipe.hset(key, d.key, bytes(d.obj))
         await self._advance(keys=[seq_key(self.prefix)], args=[seq], client=pipe)
         await pipe.execute()

@@ -10,9 +10,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "admission", help="the admission webhook service (Volcano's validating/mutating rules)"
-    )
+    p = sub.add_parser("admission", help="the admission webhook service (Volcano's validating/mutating rules)")
     cmds = p.add_subparsers(dest="admission_command", metavar="SUBCOMMAND")
     _register_serve(cmds)
     certs = cmds.add_parser("certs", help="make a development CA and serving certificate")
@@ -28,15 +26,11 @@ def register(sub: Any) -> None:
     certs.set_defaults(handler=run_certs)
     hooks = cmds.add_parser("webhooks", help="print the Validating/MutatingWebhookConfigurations as JSON")
     hooks.add_argument("--url", required=True, help="base URL of the service, e.g. https://127.0.0.1:8443")
-    hooks.add_argument(
-        "--ca", required=True, help="the CA certificate (PEM file) that signed the serving cert"
-    )
+    hooks.add_argument("--ca", required=True, help="the CA certificate (PEM file) that signed the serving cert")
     hooks.add_argument("--timeout-seconds", type=int, default=5)
     hooks.set_defaults(handler=run_webhooks)
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
-    bench = sub.add_parser(
-        "bench-admission", help="benchmark the admission service against a real Redis mirror"
-    )
+    bench = sub.add_parser("bench-admission", help="benchmark the admission service against a real Redis mirror")
     _bench_arguments(bench)
 
 
@@ -49,9 +43,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queues", type=int, default=1000, help="queues written to the mirror")
     p.add_argument("--duration", type=float, default=5.0, help="seconds of each load phase")
     p.add_argument("--connections", type=int, default=32, help="concurrent connections of the load generator")
-    p.add_argument(
-        "--rate", type=float, default=500.0, help="the fixed rate of the latency phase (reviews/s)"
-    )
+    p.add_argument("--rate", type=float, default=500.0, help="the fixed rate of the latency phase (reviews/s)")
     p.add_argument("--output", choices=("text", "json"), default="text")
     p.set_defaults(handler=run_bench)
 
@@ -95,9 +87,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"lahar admission serve: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(settings))
     return 0

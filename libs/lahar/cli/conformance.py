@@ -46,14 +46,10 @@ def run_file(path: Path, seed: int) -> tuple[str, bool, list[str]]:
         r = run_case(doc, seed=seed)
         return r.name, r.passed, r.differences
     if isinstance(doc, dict) and "request" in doc and "expect" in doc:
-        try:
-            from lahar_admission.conformance import (  # type: ignore[import-not-found,unused-ignore]
-                run_case as run_admission,
-            )
-        except ImportError:
-            return str(doc.get("name", path.stem)), False, ["admission cases are not supported yet"]
-        r = run_admission(doc, text)
-        return r.name, r.passed, r.differences
+        from lahar_admission.conformance import run_case as run_admission
+
+        a = run_admission(doc, text)
+        return a.name, a.passed, a.differences
     return path.stem, False, ["not a conformance case (no schedulerConf/objects or request/expect)"]
 
 

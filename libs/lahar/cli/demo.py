@@ -1,19 +1,144 @@
-"""``lahar demo`` (``make demo``): schedule the bundled example cluster and show what happened."""
+"""``lahar demo`` (``make demo``): the whole system on the embedded default.
+
+It starts NATS, Valkey, the Kubernetes API emulator and every service as separate processes,
+submits gang jobs over two weighted queues the way a training operator does (a PodGroup, then
+its pods), shows progress until every pod that fits is bound, prints a summary and exits 0.
+``--offline`` instead schedules a bundled example cluster with the scheduling core alone.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import sys
+import time
 from importlib import resources
+from pathlib import Path
 from typing import Any
+
+QUEUES = {"research": 2, "production": 1}
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded default (the bundled example cluster)")
-    p.add_argument("--cycles", type=int, default=2, help="sessions to run (default 2)")
+    p = sub.add_parser("demo", help="run the main job on the embedded default")
+    p.add_argument("--state-dir", default=".lahar/demo")
+    p.add_argument("--jobs", type=int, default=40, help="gang jobs to submit")
+    p.add_argument("--tasks-per-job", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--offline", action="store_true", help="simulate a bundled cluster with the core alone")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.offline:
+        return offline()
+    from lahar.up.stack import LocalStack, StackConfig
+
+    stack = LocalStack(StackConfig(state_dir=Path(args.state_dir).resolve(), binders=2))
+    print("Starting NATS, Valkey, the Kubernetes API emulator, admission, cache, scheduler and 2 binders...")
+    started = time.monotonic()
+    try:
+        stack.start()
+    except RuntimeError as exc:
+        print(f"lahar demo: {exc}", file=sys.stderr)
+        stack.stop()
+        return 1
+    print(f"Up in {time.monotonic() - started:.1f}s; KUBECONFIG={stack.kubeconfig}\n")
+    try:
+        return asyncio.run(_demo(stack, args))
+    finally:
+        print("\nStopping everything...")
+        stack.stop()
+
+
+def workload(jobs: int, tasks: int) -> list[Any]:
+    """Gang jobs of 1–4 cpu tasks over the two queues, and one gang too big to ever fit."""
+    from lahar.e2e.workload import JobSpec
+
+    out = []
+    names = list(QUEUES)
+    for j in range(jobs):
+        queue = names[j % len(names)]
+        out.append(JobSpec(f"train-{j:03d}", queue, tasks, cpu=str(1 + j % 4), memory=f"{2 + 2 * (j % 3)}Gi"))
+    out.append(JobSpec("too-big", "production", 4, cpu="100", memory="8Gi"))
+    return out
+
+
+async def _demo(stack: Any, args: argparse.Namespace) -> int:
+    from lahar.adapters.kube import KubeClient, KubeConfig
+    from lahar.e2e.workload import Tracker, ensure_queues, submit, watch_binds
+
+    kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+    tracker = Tracker()
+    await ensure_queues(kube, QUEUES)
+    watcher = asyncio.create_task(watch_binds(kube, tracker))
+    jobs = workload(args.jobs, args.tasks_per_job)
+    fits = sum(j.tasks for j in jobs if j.name != "too-big")
+    print(
+        f"Submitting {len(jobs)} gang jobs ({tracker.expected + sum(j.tasks for j in jobs)} pods) "
+        f"over queues {', '.join(f'{q} (weight {w})' for q, w in QUEUES.items())}:"
+    )
+    await submit(kube, "demo", jobs, tracker)
+    deadline = time.monotonic() + args.timeout
+    while len(tracker.bound) < fits and time.monotonic() < deadline:
+        _progress(tracker, jobs)
+        await asyncio.sleep(0.25)  # refresh rate of the progress display
+    _progress(tracker, jobs, final=True)
+    watcher.cancel()
+    reason = await _reason(kube, "demo", "too-big")
+    await kube.close()
+    ok = len(tracker.bound) >= fits
+    _summary(tracker, stack, reason, fits)
+    return 0 if ok else 1
+
+
+def _bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else width
+    return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
+
+
+def _progress(tracker: Any, jobs: list[Any], final: bool = False) -> None:
+    lines = []
+    for queue in QUEUES:
+        total = sum(j.tasks for j in jobs if j.queue == queue)
+        done = sum(1 for k in tracker.bound if tracker.queue_of.get(k) == queue)
+        lines.append(f"  {queue:<11} {_bar(done, total)}")
+    if sys.stdout.isatty() and not final:
+        print("\n".join(lines) + f"\033[{len(lines)}A\r", end="", flush=True)
+    elif final:
+        print("\n".join(lines))
+
+
+async def _reason(kube: Any, ns: str, name: str) -> str:
+    try:
+        pg = json.loads(await kube.get("podgroups", ns, name))
+    except Exception:
+        return ""
+    for c in pg.get("status", {}).get("conditions", []):
+        if c.get("type") == "Unschedulable" and c.get("status") == "True":
+            return str(c.get("message", ""))
+    return ""
+
+
+def _summary(tracker: Any, stack: Any, reason: str, fits: int) -> None:
+    s = tracker.summary()
+    print(f"\n{s['pods_bound']} of {fits} pods that fit were bound (the 4-pod gang 'too-big' cannot fit).")
+    total = max(len(tracker.bound), 1)
+    for queue, weight in QUEUES.items():
+        n = sum(1 for k in tracker.bound if tracker.queue_of.get(k) == queue)
+        print(f"  queue {queue:<11} weight {weight}: {n} pods bound, {100 * n / total:.0f}% of binds")
+    print(
+        f"Scheduling latency (pod created → bound): p50 {s['p50_latency_seconds']:.3f}s, "
+        f"p99 {s['p99_latency_seconds']:.3f}s"
+    )
+    print(f"Throughput: {s['pods_per_second']:.0f} binds/s over {s['seconds']:.2f}s")
+    if reason:
+        print(f"Why 'too-big' waits: {reason}")
+    print(f"Traces (one span per line, JSON): {stack.traces}")
+
+
+def offline() -> int:
     from lahar.api.files import load_file
     from lahar.cli.simulate import print_table
     from lahar_scheduler.core import load_conf
@@ -23,9 +148,7 @@ def run(args: argparse.Namespace) -> int:
     with resources.as_file(path) as real:
         loaded = load_file(real)
     pods = sum(1 for o in loaded.objects if o.kind == "Pod")
-    nodes = sum(1 for o in loaded.objects if o.kind == "Node")
-    print(f"Scheduling the example cluster ({nodes} nodes, {pods} pods) with Volcano's default configuration.\n")
-    outcome = simulate(loaded.objects, load_conf(None), cycles=args.cycles)
+    print(f"Scheduling the example cluster ({pods} pods) with the scheduling core alone.\n")
+    outcome = simulate(loaded.objects, load_conf(None), cycles=2)
     print_table(outcome)
-    print(f"\n{len(outcome.binds)}/{pods} pods bound; gangs that could not fit carry a reason above.")
     return 0

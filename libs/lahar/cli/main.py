@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 import lahar.cli
+from lahar.cli.services import SERVICES, run_service_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in SERVICES:
+        # Services parse their own flags (and LAHAR_* variables) with the service runtime.
+        sys.exit(run_service_command(args_list[0], args_list[1:]))
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -25,7 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -40,7 +40,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def spawn(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, tied to our life, output into ``log_path``.
 
     Output goes to a file, not a pipe: nobody drains a pipe while the server runs, and a full pipe
@@ -53,6 +53,7 @@ def spawn(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             process_group=0,
             preexec_fn=_die_with_parent(),
+            env=dict(env) if env is not None else None,
         )
 
 

@@ -117,9 +117,7 @@ def _load(port: int, ca: Path, mode: str, duration: float, connections: int, rat
     return json.loads(out.stdout)
 
 
-def run(
-    queues: int = 1000, duration: float = 5.0, connections: int = 32, rate: float = 500.0
-) -> dict[str, Any]:
+def run(queues: int = 1000, duration: float = 5.0, connections: int = 32, rate: float = 500.0) -> dict[str, Any]:
     from lahar.infra import InfraError, start_redis
 
     try:

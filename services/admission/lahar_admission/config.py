@@ -163,9 +163,7 @@ def env_of(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def load_settings(
-    flags: Mapping[str, str | None], environ: Mapping[str, str] | None = None
-) -> ServiceSettings:
+def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str] | None = None) -> ServiceSettings:
     """Settings from flag texts (None = not given) over environment variables over defaults."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}

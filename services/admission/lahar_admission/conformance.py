@@ -54,9 +54,7 @@ def review_body(doc: dict[str, Any], uid: str = "conformance") -> bytes:
     """The case's request as the AdmissionReview JSON an API server would send."""
     request = dict(doc.get("request") or {})
     request.setdefault("uid", uid)
-    return json.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    ).encode()
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
 
 
 def run_case(doc: dict[str, Any], text: str) -> CaseResult:
@@ -77,9 +75,7 @@ def run_case(doc: dict[str, Any], text: str) -> CaseResult:
         return CaseResult(name, False, [f"unknown webhook path {path}"])
     from lahar_admission.review import to_response
 
-    diffs = compare(
-        doc.get("expect") or {}, to_response("conformance", verdict), doc["request"].get("object")
-    )
+    diffs = compare(doc.get("expect") or {}, to_response("conformance", verdict), doc["request"].get("object"))
     return CaseResult(name, not diffs, diffs)
 
 

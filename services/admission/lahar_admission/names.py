@@ -16,8 +16,7 @@ QUALIFIED_NAME_FMT = f"({_QNAME_CHAR}{_QNAME_EXT}*)?{_QNAME_CHAR}"
 _QUALIFIED_NAME = re.compile(f"^{QUALIFIED_NAME_FMT}$")
 QUALIFIED_NAME_MAX = 63
 _QUALIFIED_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
 
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -87,10 +86,7 @@ def is_qualified_name(value: str) -> tuple[str, ...]:
     elif len(name) > QUALIFIED_NAME_MAX:
         errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX))
     if name and not _QUALIFIED_NAME.match(name):
-        errs.append(
-            "name part "
-            + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-        )
+        errs.append("name part " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc"))
     return tuple(errs)
 
 
@@ -143,10 +139,7 @@ def is_port_name(value: str) -> tuple[str, ...]:
 def is_env_var_name(value: str) -> tuple[str, ...]:
     """Relaxed env var names (Kubernetes ≥1.32): printable ASCII other than '='."""
     if not value or any(not (32 <= ord(c) <= 126) or c == "=" for c in value):
-        return (
-            "a valid environment variable name must consist only of printable ASCII characters "
-            "other than '='",
-        )
+        return ("a valid environment variable name must consist only of printable ASCII characters other than '='",)
     return ()
 
 

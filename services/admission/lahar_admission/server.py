@@ -68,9 +68,7 @@ class _Metrics:
         self.internal = Counter(
             "lahar_admission_internal_errors_total", "Rule failures (bugs)", ["path"], registry=registry
         )
-        self.mirror_age = Gauge(
-            "lahar_admission_mirror_age_seconds", "Age of the cluster snapshot", registry=registry
-        )
+        self.mirror_age = Gauge("lahar_admission_mirror_age_seconds", "Age of the cluster snapshot", registry=registry)
 
 
 @dataclass
@@ -105,15 +103,11 @@ class AdmissionService:
     async def _body(self, request: Request) -> bytes:
         ctype = request.headers.get("content-type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
-            raise BadRequest(
-                415, f"Content-Type must be application/json, got {ctype or 'nothing'!r}", "content-type"
-            )
+            raise BadRequest(415, f"Content-Type must be application/json, got {ctype or 'nothing'!r}", "content-type")
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise BadRequest(
-                413, f"request body too large: {declared} bytes, the limit is {limit}", "too-large"
-            )
+            raise BadRequest(413, f"request body too large: {declared} bytes, the limit is {limit}", "too-large")
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
@@ -200,9 +194,7 @@ class AdmissionService:
 
     async def readyz(self, request: Request) -> Response:
         ok, why = self.config.ready()
-        return Response(
-            "ok" if ok else f"not ready: {why}", status_code=200 if ok else 503, media_type="text/plain"
-        )
+        return Response("ok" if ok else f"not ready: {why}", status_code=200 if ok else 503, media_type="text/plain")
 
     async def metrics_endpoint(self, request: Request) -> Response:
         self.metrics.mirror_age.set(self.config.mirror_age())

@@ -53,9 +53,7 @@ def _san(names: list[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(entries)
 
 
-def make_certs(
-    dns_names: list[str], out_dir: str | Path, days: int = 365, now: dt.datetime | None = None
-) -> CertFiles:
+def make_certs(dns_names: list[str], out_dir: str | Path, days: int = 365, now: dt.datetime | None = None) -> CertFiles:
     """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` (the serving pair for ``dns_names``)."""
     if not dns_names:
         raise ValueError("at least one DNS name (or IP address) is needed for the serving certificate")
@@ -73,9 +71,7 @@ def make_certs(
         .not_valid_before(start)
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -119,9 +115,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 class CertReloader:
     """Reloads ``cert``/``key`` into ``context`` when either file changes."""
 
-    def __init__(
-        self, context: ssl.SSLContext, cert: str | Path, key: str | Path, interval: float = 1.0
-    ) -> None:
+    def __init__(self, context: ssl.SSLContext, cert: str | Path, key: str | Path, interval: float = 1.0) -> None:
         self.context = context
         self.cert, self.key = Path(cert), Path(key)
         self.interval = interval

@@ -23,11 +23,12 @@ from nats.js.client import JetStreamContext
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from lahar.adapters.bus import dead_letter, ensure_streams
+from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound, PermanentKubeError, TransientKubeError
 from lahar.wire.messages import (
     BadMessage,
-    Bind,
+    BindItem,
+    Binds,
     Decision,
     Evict,
     Outcome,
@@ -55,6 +56,16 @@ _pod = msgspec.json.Decoder(_Pod)
 
 
 class Metrics:
+    _by_registry: dict[int, Metrics] = {}
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Metrics:
+        """One set per registry: a service re-created after a leadership change reuses them."""
+        got = cls._by_registry.get(id(registry))
+        if got is None:
+            got = cls._by_registry[id(registry)] = cls(registry)
+        return got
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.calls = Counter(
             "lahar_binder_calls_total", "API calls by decision kind and outcome", ["kind", "outcome"], registry=registry
@@ -83,8 +94,9 @@ class BinderService:
         self.max_attempts = max_attempts
         self.ack_wait = ack_wait
         self.tracer = tracer or trace.get_tracer("lahar.binder")
-        self.metrics = Metrics(registry)
-        self.slots = asyncio.Semaphore(max_in_flight)
+        self.metrics = Metrics.of(registry)
+        self.slots = asyncio.Semaphore(max_in_flight)  # API calls in flight
+        self.calls_wanted = 0  # API calls of the messages being handled (running or waiting)
         self.tasks: set[asyncio.Task[None]] = set()
         self.fence = 0
         self.ready = asyncio.Event()
@@ -103,37 +115,29 @@ class BinderService:
         )
         self.ready.set()
         while not stop.is_set():
-            free = self._free()
-            if free == 0:
+            # Messages are fetched while API-call slots are free; a bind group uses one per pod.
+            if self.calls_wanted >= self.max_in_flight:
                 await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
                 continue
+            want = max(1, (self.max_in_flight - self.calls_wanted) // 8)
             try:
-                msgs = await sub.fetch(batch=free, timeout=0.5)
+                # A long poll: it returns as soon as decisions arrive, and costs nothing idle.
+                msgs = await sub.fetch(batch=want, timeout=2.0)
             except (nats.errors.TimeoutError, TimeoutError):
                 continue
             except nats.errors.ConnectionClosedError:
                 break
             for msg in msgs:
-                await self.slots.acquire()
                 task = asyncio.create_task(self._handle(msg))
                 self.tasks.add(task)
-                task.add_done_callback(self._done)
+                task.add_done_callback(self.tasks.discard)
         # Graceful stop: finish what is in flight; unfetched messages stay in the stream.
         if self.tasks:
             await asyncio.wait(self.tasks, timeout=self.ack_wait)
         await sub.unsubscribe()
 
-    def _free(self) -> int:
-        return self.max_in_flight - len(self.tasks)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        self.slots.release()
-        self.metrics.in_flight.set(len(self.tasks))
-
-    # -- one decision ---------------------------------------------------------------------------
+    # -- one message ---------------------------------------------------------------------------
     async def _handle(self, msg: Msg) -> None:
-        self.metrics.in_flight.set(len(self.tasks))
         try:
             decision = decode_decision(msg.data)
         except BadMessage as exc:
@@ -149,87 +153,141 @@ class BinderService:
             return
         self.fence = max(self.fence, decision.fence)
         ctx = propagate.extract(msg.headers or {})
-        kind = _tag(decision)
-        attrs: dict[str, Any] = {"lahar.decision": decision.id, "lahar.kind": kind}
-        if isinstance(decision, Bind | Evict):
-            attrs["lahar.pod"] = f"{decision.namespace}/{decision.name}"
-            attrs["lahar.job"] = decision.job
-            attrs["lahar.node"] = decision.node
-        started = time.perf_counter()
-        with self.tracer.start_as_current_span(f"binder.{kind}", context=ctx, attributes=attrs) as span:
-            try:
-                result = await self._perform(decision)
-            except TransientKubeError as exc:
-                attempts = msg.metadata.num_delivered
-                if attempts < self.max_attempts:
-                    span.set_attribute("lahar.retry", attempts)
-                    await msg.nak(delay=min(0.2 * 2**attempts, 10.0))
-                    return
-                result = self._result(decision, "failed", f"gave up after {attempts} attempts: {exc}")
-            span.set_attribute("lahar.outcome", result.outcome)
-        self.metrics.latency.labels(kind).observe(time.perf_counter() - started)
-        self.metrics.calls.labels(kind, result.outcome).inc()
-        if isinstance(decision, Bind | Evict):
-            await self._report(result)
+        calls = len(decision.items) if isinstance(decision, Binds) else 1
+        self.calls_wanted += calls
+        try:
+            if isinstance(decision, Binds):
+                results = await asyncio.gather(*(self._bind(decision, item, ctx) for item in decision.items))
+            else:
+                results = [await self._one(decision, ctx)]
+        finally:
+            self.calls_wanted -= calls
+        if any(r is None for r in results):  # a transient failure: redeliver the whole message
+            attempts = msg.metadata.num_delivered
+            if attempts < self.max_attempts:
+                await self._report([r for r in results if r is not None])
+                await msg.nak(delay=min(0.2 * 2**attempts, 10.0))
+                return
+            results = [r or self._failed(decision, i, attempts) for i, r in enumerate(results)]
+        await self._report([r for r in results if r is not None and r.kind in ("bind", "evict")])
         await msg.ack()
 
-    async def _report(self, result: Result) -> None:
-        try:
-            await self.js.publish(self.names.result_subject, encode(result))
-        except Exception as exc:
-            log.warning("could not report %s: %s", result.id, exc)
+    def _failed(self, d: Decision, index: int, attempts: int) -> Result:
+        why = f"gave up after {attempts} attempts"
+        if isinstance(d, Binds):
+            return _result(d, d.items[index], "failed", why)
+        return _result(d, None, "failed", why)
 
-    def _result(self, d: Decision, outcome: Outcome, message: str = "") -> Result:
-        name = getattr(d, "name", "")
-        node = getattr(d, "node", "")
+    async def _report(self, results: list[Result]) -> None:
+        if not results:
+            return
+        try:
+            await publish_batch(self.js, [Outgoing(self.names.result_subject, encode(r)) for r in results])
+        except Exception as exc:  # the scheduler also learns from the pod itself
+            log.warning("could not report %d results: %s", len(results), exc)
+
+    # -- API calls, each in one of ``max_in_flight`` slots --------------------------------------
+    async def _call(self, kind: str, ctx: Any, attrs: dict[str, Any], work: Any) -> Result | None:
+        async with self.slots:
+            self.metrics.in_flight.inc()
+            started = time.perf_counter()
+            with self.tracer.start_as_current_span(f"binder.{kind}", context=ctx, attributes=attrs) as span:
+                try:
+                    result: Result = await work()
+                except TransientKubeError as exc:
+                    span.set_attribute("lahar.retry", str(exc))
+                    self.metrics.calls.labels(kind, "retry").inc()
+                    return None
+                finally:
+                    self.metrics.in_flight.dec()
+                span.set_attribute("lahar.outcome", result.outcome)
+            self.metrics.latency.labels(kind).observe(time.perf_counter() - started)
+            self.metrics.calls.labels(kind, result.outcome).inc()
+            return result
+
+    async def _bind(self, d: Binds, item: BindItem, ctx: Any) -> Result | None:
+        attrs = {
+            "lahar.decision": d.id,
+            "lahar.pod": f"{item.namespace}/{item.name}",
+            "lahar.job": d.job,
+            "lahar.node": item.node,
+        }
+
+        async def work() -> Result:
+            try:
+                await self.kube.bind(item.namespace, item.name, item.node, item.uid)
+                return _result(d, item, "done")
+            except NotFound:
+                return _result(d, item, "gone", "the pod no longer exists")
+            except Conflict:
+                return await self._settle_conflict(d, item)
+            except PermanentKubeError as exc:
+                return _result(d, item, "failed", str(exc))
+
+        return await self._call("bind", ctx, attrs, work)
+
+    async def _settle_conflict(self, d: Binds, item: BindItem) -> Result:
+        """Already bound: success if it is where we decided, else a conflict to report."""
+        try:
+            current = _pod.decode(await self.kube.get("pods", item.namespace, item.name)).spec.nodeName
+        except KubeError as exc:
+            return _result(d, item, "conflict", f"bind conflict, and the pod could not be read: {exc}")
+        if current == item.node:
+            return _result(d, item, "done", "already bound to this node")
+        return _result(d, item, "conflict", f"already bound to {current or 'another node'}")
+
+    async def _one(self, d: Decision, ctx: Any) -> Result | None:
+        kind = _tag(d)
+        attrs: dict[str, Any] = {"lahar.decision": d.id}
+        if isinstance(d, Evict):
+            attrs.update({"lahar.pod": f"{d.namespace}/{d.name}", "lahar.job": d.job, "lahar.node": d.node})
+
+        async def work() -> Result:
+            try:
+                await self._write(d)
+                return _result(d, None, "done")
+            except NotFound:
+                return _result(d, None, "gone", "the object no longer exists")
+            except PermanentKubeError as exc:
+                return _result(d, None, "failed", str(exc))
+
+        return await self._call(kind, ctx, attrs, work)
+
+    async def _write(self, d: Decision) -> None:
+        if isinstance(d, Evict):
+            await self.kube.evict(d.namespace, d.name)
+        elif isinstance(d, PodGroupStatus):
+            await self.kube.patch("podgroups", d.namespace, d.name, {"status": d.status})
+        elif isinstance(d, QueueStatus):
+            await self.kube.patch("queues", "", d.name, {"status": {"allocated": d.allocated}}, sub="status")
+        elif isinstance(d, PodStatus):
+            cond = {"type": "PodScheduled", "status": "False", "reason": d.reason, "message": d.message}
+            status: dict[str, Any] = {"conditions": [cond]}
+            if d.nominated_node:
+                status["nominatedNodeName"] = d.nominated_node
+            await self.kube.patch("pods", d.namespace, d.name, {"status": status}, sub="status", how="strategic")
+
+
+def _result(d: Decision, item: BindItem | None, outcome: Outcome, message: str = "") -> Result:
+    if item is not None:
         return Result(
             id=d.id,
-            kind=_tag(d),
-            namespace=getattr(d, "namespace", ""),
-            name=name,
+            kind="bind",
+            namespace=item.namespace,
+            name=item.name,
             outcome=outcome,
-            node=node,
+            node=item.node,
             message=message,
         )
-
-    async def _perform(self, d: Decision) -> Result:
-        try:
-            if isinstance(d, Bind):
-                return await self._bind(d)
-            if isinstance(d, Evict):
-                await self.kube.evict(d.namespace, d.name)
-            elif isinstance(d, PodGroupStatus):
-                await self.kube.patch("podgroups", d.namespace, d.name, {"status": d.status})
-            elif isinstance(d, QueueStatus):
-                await self.kube.patch("queues", "", d.name, {"status": {"allocated": d.allocated}}, sub="status")
-            elif isinstance(d, PodStatus):
-                await self._pod_status(d)
-            return self._result(d, "done")
-        except NotFound:
-            return self._result(d, "gone", "the object no longer exists")
-        except PermanentKubeError as exc:
-            return self._result(d, "failed", str(exc))
-
-    async def _bind(self, d: Bind) -> Result:
-        try:
-            await self.kube.bind(d.namespace, d.name, d.node, d.uid)
-            return self._result(d, "done")
-        except Conflict:
-            # Already bound: success if it is where we decided, else a conflict to report.
-            try:
-                current = _pod.decode(await self.kube.get("pods", d.namespace, d.name)).spec.nodeName
-            except KubeError as exc:
-                return self._result(d, "conflict", f"bind conflict, and the pod could not be read: {exc}")
-            if current == d.node:
-                return self._result(d, "done", "already bound to this node")
-            return self._result(d, "conflict", f"already bound to {current or 'another node'}")
-
-    async def _pod_status(self, d: PodStatus) -> None:
-        cond = {"type": "PodScheduled", "status": "False", "reason": d.reason, "message": d.message}
-        status: dict[str, Any] = {"conditions": [cond]}
-        if d.nominated_node:
-            status["nominatedNodeName"] = d.nominated_node
-        await self.kube.patch("pods", d.namespace, d.name, {"status": status}, sub="status", how="strategic")
+    return Result(
+        id=d.id,
+        kind=_tag(d),
+        namespace=getattr(d, "namespace", ""),
+        name=getattr(d, "name", ""),
+        outcome=outcome,
+        node=getattr(d, "node", ""),
+        message=message,
+    )
 
 
 def _tag(d: Decision) -> str:

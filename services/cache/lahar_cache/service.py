@@ -41,6 +41,16 @@ _meta = msgspec.json.Decoder(_Obj)
 
 
 class Metrics:
+    _by_registry: dict[int, Metrics] = {}
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Metrics:
+        """One set per registry: a service re-created after a leadership change reuses them."""
+        got = cls._by_registry.get(id(registry))
+        if got is None:
+            got = cls._by_registry[id(registry)] = cls(registry)
+        return got
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.deltas = Counter("lahar_cache_deltas_total", "Deltas published", ["kind", "op"], registry=registry)
         self.relists = Counter(
@@ -75,7 +85,7 @@ class CacheService:
         self.kinds = list(kinds)
         self.scheduler_names = scheduler_names
         self.tracer = tracer or trace.get_tracer("lahar.cache")
-        self.metrics = Metrics(registry)
+        self.metrics = Metrics.of(registry)
         self.batch_max = batch_max
         self.batch_wait = batch_wait
         self.known = Known()
@@ -128,11 +138,15 @@ class CacheService:
         """Watch from ``rv`` until it is too old (then return, so the caller lists again)."""
         while True:
             try:
+                seen = 0
                 async for ev in self.kube.watch(kind, rv):
                     rv = ev.item.meta.resourceVersion or rv
                     d = on_event(self.known, kind, ev, self.scheduler_names)
                     if d is not None:
                         self._enqueue(d)
+                    seen += 1
+                    if seen % 256 == 0:
+                        await asyncio.sleep(0)  # buffered events never yield; let the batcher publish
                 backoff.reset()
             except Gone:
                 log.info("watch %s from %s expired (410); listing again", kind, rv, extra={"kind": kind})

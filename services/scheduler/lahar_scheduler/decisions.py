@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.resource import Resource
-from lahar.wire.messages import Bind, Evict, PodGroupStatus, PodStatus, QueueStatus
+from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
+from lahar_scheduler.framework.snapshot import Snapshot
 
 
 @dataclass
@@ -21,11 +22,20 @@ class Sent:
 
     queues: dict[str, dict[str, str]] = field(default_factory=dict)
     pods: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    missing_queue: dict[str, str] = field(default_factory=dict)
+    podgroups: dict[str, tuple[str, tuple[tuple[str, str, str, str], ...], float]] = field(default_factory=dict)
+
+
+BINDS_PER_MESSAGE = 64
+
+# A PodGroup whose condition text changes every session (counts of pods arriving) is written at
+# most this often; phase changes and new condition types are written at once.
+MESSAGE_REWRITE_SECONDS = 2.0
 
 
 @dataclass
 class Decisions:
-    binds: list[Bind] = field(default_factory=list)
+    binds: list[Binds] = field(default_factory=list)
     evictions: list[Evict] = field(default_factory=list)
     podgroups: list[PodGroupStatus] = field(default_factory=list)
     queues: list[QueueStatus] = field(default_factory=list)
@@ -57,21 +67,83 @@ def queue_allocated(r: Resource) -> dict[str, str]:
     return r.to_list()
 
 
-def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str) -> Decisions:
-    out = Decisions()
-    for task, node in result.binds:
-        out.binds.append(
-            Bind(
-                id=f"{session}/bind/{task.key}",
-                namespace=task.namespace,
-                name=task.name,
-                uid=task.pod.metadata.uid,
-                node=node,
-                job=task.job,
-                session=session,
+def missing_queues(snapshot: Snapshot, session: str, fence: int, sent: Sent, now: str) -> list[PodGroupStatus]:
+    """PodGroups naming a queue that does not exist: Volcano ignores them silently; say why."""
+    out = []
+    for job in snapshot.jobs.values():
+        pg = job.podgroup
+        if pg is None or job.queue in snapshot.queues:
+            sent.missing_queue.pop(job.uid, None)
+            continue
+        if sent.missing_queue.get(job.uid) == job.queue:
+            continue
+        sent.missing_queue[job.uid] = job.queue
+        cond = {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "QueueNotFound",
+            "message": f"queue {job.queue!r} does not exist; the PodGroup waits until it is created",
+            "transitionID": session,
+            "lastTransitionTime": now,
+        }
+        status = {"phase": pg.status.phase or "Pending", "conditions": [cond]}
+        out.append(
+            PodGroupStatus(
+                id=f"{session}/podgroup/{job.uid}",
+                namespace=job.namespace,
+                name=job.name,
+                status=status,
                 fence=fence,
             )
         )
+    return out
+
+
+def invalid_pod(namespace: str, name: str, why: str, session: str, fence: int) -> PodStatus:
+    """The condition set on a pod the scheduler cannot read (e.g. a request that is no quantity)."""
+    return PodStatus(
+        id=f"{session}/invalid/{namespace}/{name}",
+        namespace=namespace,
+        name=name,
+        reason="Unschedulable",
+        message=f"ignored by the scheduler: {why}",
+        fence=fence,
+    )
+
+
+def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) -> bool:
+    """Send a PodGroup status only when it differs from what was last sent (the API may not have
+    echoed our previous write yet), and message-only changes at most every few seconds."""
+    conds = tuple((c.type, c.status, c.reason, c.message) for c in update.conditions)
+    last = sent.podgroups.get(uid)
+    if last is not None:
+        phase, old, when = last
+        if phase == update.phase and old == conds:
+            return False
+        same_shape = phase == update.phase and [c[:3] for c in old] == [c[:3] for c in conds]
+        if same_shape and clock - when < MESSAGE_REWRITE_SECONDS:
+            return False
+    sent.podgroups[uid] = (update.phase, conds, clock)
+    return True
+
+
+def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0) -> Decisions:
+    out = Decisions()
+    by_job: dict[str, list[BindItem]] = {}
+    for task, node in result.binds:
+        item = BindItem(namespace=task.namespace, name=task.name, uid=task.pod.metadata.uid, node=node)
+        by_job.setdefault(task.job, []).append(item)
+    for job, items in by_job.items():
+        for start in range(0, len(items), BINDS_PER_MESSAGE):
+            out.binds.append(
+                Binds(
+                    id=f"{session}/binds/{job}/{start}",
+                    job=job,
+                    session=session,
+                    fence=fence,
+                    items=items[start : start + BINDS_PER_MESSAGE],
+                )
+            )
     for task, reason in result.evictions:
         out.evictions.append(
             Evict(
@@ -87,7 +159,7 @@ def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: 
             )
         )
     for uid, update in result.podgroups.items():
-        if update.changed:
+        if update.changed and _podgroup_due(uid, update, sent, clock):
             ns, _, name = uid.partition("/")
             out.podgroups.append(
                 PodGroupStatus(

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from lahar.api.codec import DecodeError, decode_as
+from lahar.api.codec import decode_json_as
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -35,13 +33,9 @@ class Change:
 def decode(delta: Delta) -> Any:
     """The typed object a delta carries, or a ``DecodeError`` naming the field."""
     typ = _TYPES.get(delta.kind)
-    if typ is None or delta.obj is None:
+    if typ is None or not delta.has_object:
         return None
-    try:
-        raw = msgspec.json.decode(delta.obj)
-    except msgspec.DecodeError as exc:
-        raise DecodeError(f"{delta.kind}/{delta.key}", f"not JSON: {exc}") from None
-    return decode_as(raw, typ, f"{delta.kind}/{delta.key}")
+    return decode_json_as(bytes(delta.obj), typ, f"{delta.kind}/{delta.key}")
 
 
 def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
@@ -56,11 +50,15 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
         else:
             change.relevant = change.freed = snapshot.upsert_node(obj)
     elif kind == "podgroups":
+        old = snapshot.jobs.get(f"{namespace}/{name}")
+        old_spec = old.podgroup.spec if old is not None and old.podgroup is not None else None
         if delta.op == "DELETED":
             snapshot.delete_podgroup(namespace, name)
         else:
             snapshot.upsert_podgroup(obj)
-        change.relevant = change.pending = True
+        change.relevant = True
+        # Status-only changes (usually the scheduler's own writes coming back) start no session.
+        change.pending = delta.op == "DELETED" or old_spec is None or old_spec != obj.spec
     elif kind == "queues":
         if delta.op == "DELETED":
             snapshot.delete_queue(name)

@@ -28,10 +28,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.mirror import Mirror
 from lahar.api.codec import DecodeError
-from lahar.wire.messages import BadMessage, Delta, decode_delta, decode_result, encode
+from lahar.wire.messages import BadMessage, Binds, Delta, Evict, decode_delta, decode_result, encode
 from lahar.wire.names import Names
 from lahar_scheduler.core import load_conf, run_session
-from lahar_scheduler.decisions import Decisions, Sent, decisions
+from lahar_scheduler.decisions import Decisions, Sent, decisions, invalid_pod, missing_queues
 from lahar_scheduler.deltas import apply_delta, decode
 from lahar_scheduler.framework.conf import ConfError, SchedulerConf
 from lahar_scheduler.framework.session import SessionResult
@@ -45,6 +45,16 @@ MAX_LINKS = 64
 
 
 class Metrics:
+    _by_registry: dict[int, Metrics] = {}
+
+    @classmethod
+    def of(cls, registry: CollectorRegistry) -> Metrics:
+        """One set per registry: a service re-created after a leadership change reuses them."""
+        got = cls._by_registry.get(id(registry))
+        if got is None:
+            got = cls._by_registry[id(registry)] = cls(registry)
+        return got
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.sessions = Counter("lahar_scheduler_sessions_total", "Sessions run", registry=registry)
         self.session_seconds = Histogram(
@@ -58,6 +68,9 @@ class Metrics:
         self.rollbacks = Counter("lahar_scheduler_rollbacks_total", "Assumed binds undone", registry=registry)
         self.assumed = Gauge("lahar_scheduler_assumed", "Binds awaiting confirmation", registry=registry)
         self.leader = Gauge("lahar_scheduler_leader", "1 when this replica leads", registry=registry)
+        self.nodes = Gauge("lahar_scheduler_nodes", "Nodes in the snapshot", registry=registry)
+        self.pending = Gauge("lahar_scheduler_pending_tasks", "Tasks waiting for a node", registry=registry)
+        self.placed = Gauge("lahar_scheduler_placed_tasks", "Tasks bound, binding or running", registry=registry)
 
 
 class ConfSource:
@@ -108,7 +121,7 @@ class SchedulerService:
         self.conf = conf
         self.period, self.debounce, self.seed = period, debounce, seed
         self.tracer = tracer or trace.get_tracer("lahar.scheduler")
-        self.metrics = Metrics(registry)
+        self.metrics = Metrics.of(registry)
         self.clock = clock
         self.snapshot = Snapshot([], [], [], [])
         self.seq = 0
@@ -122,6 +135,7 @@ class SchedulerService:
         self._links: dict[str, trace.SpanContext] = {}
         self._delta_sub: Any = None
         self._resync_needed = False
+        self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -135,9 +149,11 @@ class SchedulerService:
             deliver_policy=DeliverPolicy.NEW,
         )
         loop = asyncio.create_task(self._loop(stop), name="sessions")
+        applier = asyncio.create_task(self._apply_inbox(), name="deltas")
         await stop.wait()
         loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        applier.cancel()
+        await asyncio.gather(loop, applier, return_exceptions=True)
         await results.unsubscribe()
         if self._delta_sub is not None:
             await self._delta_sub.unsubscribe()
@@ -147,6 +163,8 @@ class SchedulerService:
         if self._delta_sub is not None:
             await self._delta_sub.unsubscribe()
             self._delta_sub = None
+        while not self.inbox.empty():  # deltas of the old subscription: the mirror covers them
+            self.inbox.get_nowait()
         seq, objects = await self.mirror.load(KINDS)
         self.snapshot = self._build(objects)
         self.seq = seq
@@ -188,6 +206,22 @@ class SchedulerService:
 
     # -- deltas --------------------------------------------------------------------------------
     async def _on_delta(self, msg: Msg) -> None:
+        """The subscription's callback only queues: nats-py drains a backlog of callbacks without
+        yielding to the event loop, which would starve the session loop for seconds."""
+        self.inbox.put_nowait(msg)
+
+    async def _apply_inbox(self) -> None:
+        """Apply queued deltas in batches, yielding to other tasks between batches."""
+        while True:
+            msg = await self.inbox.get()
+            batch = [msg]
+            while len(batch) < 512 and not self.inbox.empty():
+                batch.append(self.inbox.get_nowait())
+            for m in batch:
+                await self._apply(m)
+            await asyncio.sleep(0)
+
+    async def _apply(self, msg: Msg) -> None:
         sseq = msg.metadata.sequence.stream
         if sseq <= self.seq:
             return  # already in the snapshot (loaded from the mirror)
@@ -201,12 +235,17 @@ class SchedulerService:
         self.seq = sseq
         try:
             delta = decode_delta(msg.data)
-            obj = decode(delta)
-        except (BadMessage, DecodeError) as exc:
+        except BadMessage as exc:
             self.metrics.bad.labels("delta").inc()
             log.error("unusable delta at sequence %d: %s", sseq, exc)
-            if isinstance(exc, BadMessage):
-                await dead_letter(self.js, self.names, "delta", msg.data, str(exc))
+            await dead_letter(self.js, self.names, "delta", msg.data, str(exc))
+            return
+        try:
+            obj = decode(delta)
+        except DecodeError as exc:
+            self.metrics.bad.labels("object").inc()
+            log.error("ignoring %s %s: %s", delta.kind, delta.key, exc)
+            await self._invalid(delta, str(exc))
             return
         self.metrics.deltas.labels(delta.kind).inc()
         change = apply_delta(self.snapshot, delta, obj)
@@ -217,6 +256,17 @@ class SchedulerService:
                 self._links[delta.key] = ctx
         if change.pending or change.freed:
             self.trigger.set()
+
+    async def _invalid(self, delta: Delta, why: str) -> None:
+        """An object the scheduler cannot read: forget it, and tell the owner of a waiting pod why."""
+        namespace, _, name = delta.key.rpartition("/")
+        if delta.kind != "pods":
+            return
+        self.snapshot.delete_pod(namespace, name)
+        if not self.is_leader() or _has_node(delta):
+            return
+        msg = invalid_pod(namespace, name, why, f"{self.names.prefix}-invalid", self.fence)
+        await publish_batch(self.js, [Outgoing(self.names.decision_subject("podstatus"), encode(msg))])
 
     def _confirm(self, delta: Delta) -> None:
         """A pod delta settles an assumption: bound as decided, gone, or still waiting."""
@@ -295,19 +345,44 @@ class SchedulerService:
         with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
-            out = decisions(result, uid, self.fence, self.sent, datetime.now(UTC).isoformat())
+            stamp = datetime.now(UTC).isoformat()
+            out = decisions(result, uid, self.fence, self.sent, stamp, self.clock())
+            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
             batch = self._outgoing(result, out)
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
         now = self.clock()
-        for b in out.binds:
-            self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
+        for group in out.binds:
+            for b in group.items:
+                self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
         self.metrics.assumed.set(len(self.assumed))
+        self._gauges()
+        decided = time.perf_counter()
         if batch:
             await publish_batch(self.js, batch)
-        self.metrics.binds.inc(len(out.binds))
+        published = time.perf_counter()
+        if out.binds or out.evictions:
+            log.info(
+                "session %s: %d binds, %d evictions in %.0f ms; decisions published in %.0f ms; %d deltas waiting",
+                uid,
+                len(result.binds),
+                len(out.evictions),
+                (decided - started) * 1000,
+                (published - decided) * 1000,
+                self.inbox.qsize(),
+            )
+        self.metrics.binds.inc(len(result.binds))
         self.metrics.evictions.inc(len(out.evictions))
         return result
+
+    def _gauges(self) -> None:
+        pending = placed = 0
+        for job in self.snapshot.jobs.values():
+            pending += job.count(TaskStatus.PENDING)
+            placed += job.count(TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING)
+        self.metrics.nodes.set(len(self.snapshot.nodes.infos))
+        self.metrics.pending.set(pending)
+        self.metrics.placed.set(placed)
 
     def _outgoing(self, result: SessionResult, out: Decisions) -> list[Outgoing]:
         """Decision messages, each bind/evict carrying the context of its job's span."""
@@ -330,15 +405,31 @@ class SchedulerService:
                 propagate.inject(headers)
                 job_ctx[job] = headers
         batch = []
-        for kind, msgs in (("bind", out.binds), ("evict", out.evictions)):
-            for msg in msgs:
-                headers = dict(job_ctx.get(msg.job, {}))
-                headers["Nats-Msg-Id"] = msg.id
-                batch.append(Outgoing(self.names.decision_subject(kind), encode(msg), headers))
+        traced: list[tuple[str, Binds | Evict]] = [("bind", m) for m in out.binds]
+        traced += [("evict", m) for m in out.evictions]
+        for kind, msg in traced:
+            headers = dict(job_ctx.get(msg.job, {}))
+            headers["Nats-Msg-Id"] = msg.id
+            batch.append(Outgoing(self.names.decision_subject(kind), encode(msg), headers))
         for group, kind in ((out.podgroups, "podgroup"), (out.queues, "queue"), (out.pods, "podstatus")):
             for m in group:
                 batch.append(Outgoing(self.names.decision_subject(kind), encode(m), {"Nats-Msg-Id": m.id}))
         return batch
+
+
+class _NodeName(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Placed(msgspec.Struct):
+    spec: _NodeName = msgspec.field(default_factory=_NodeName)
+
+
+def _has_node(delta: Delta) -> bool:
+    try:
+        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def _start_at(seq: int) -> Any:

@@ -49,9 +49,7 @@ WEBHOOKS: dict[str, Webhook] = {
             ("CREATE", "UPDATE"),
             schema.job_errors,
         ),
-        Webhook(
-            "/jobs/mutate", jobmutate.mutate, "batch.volcano.sh", "v1alpha1", "jobs", "Job", True, ("CREATE",)
-        ),
+        Webhook("/jobs/mutate", jobmutate.mutate, "batch.volcano.sh", "v1alpha1", "jobs", "Job", True, ("CREATE",)),
         Webhook(
             "/queues/validate",
             queues.validate,

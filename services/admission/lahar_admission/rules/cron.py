@@ -17,9 +17,7 @@ _FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = (
         12,
         {
             m: i + 1
-            for i, m in enumerate(
-                ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-            )
+            for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))
         },
     ),
     (0, 6, {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}),

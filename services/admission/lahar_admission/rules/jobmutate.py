@@ -37,9 +37,7 @@ def job_patch(job: Job, plain: dict[str, Any], scheduler: str) -> list[dict[str,
     if changed:
         ops.append({"op": "replace", "path": "/spec/tasks", "value": tasks})
     if spec.min_available == 0:
-        ops.append(
-            {"op": "add", "path": "/spec/minAvailable", "value": sum(t["minAvailable"] for t in tasks)}
-        )
+        ops.append({"op": "add", "path": "/spec/minAvailable", "value": sum(t["minAvailable"] for t in tasks)})
     if spec.plugins is not None:
         ops.append({"op": "replace", "path": "/spec/plugins", "value": defaulted_plugins(spec.plugins)})
     return ops

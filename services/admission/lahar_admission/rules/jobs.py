@@ -56,9 +56,7 @@ def create_message(job: Job, ctx: Ctx) -> str:
     if total < spec.min_available:
         out.append(" job 'minAvailable' should not be greater than total replicas in tasks;")
     out.append(policy_fragment(spec.policies, "spec.policies"))
-    out.extend(
-        f" unable to find job plugin: {name};" for name in (spec.plugins or {}) if name not in KNOWN_PLUGINS
-    )
+    out.extend(f" unable to find job plugin: {name};" for name in (spec.plugins or {}) if name not in KNOWN_PLUGINS)
     out.append(volumes_fragment(spec.volumes))
     out.append(_queue_fragment(spec.queue, ctx))
     if has_deps and not is_dag(spec.tasks):
@@ -75,9 +73,7 @@ def _tasks_fragment(job: Job, ctx: Ctx, out: list[str]) -> tuple[int, bool]:
     for index, task in enumerate(job.spec.tasks):
         has_deps = has_deps or task.depends_on is not None
         if task.min_available is not None and task.min_available > task.replicas:
-            out.append(
-                f" 'minAvailable' is greater than 'replicas' in task: {task.name}, job: {job.metadata.name};"
-            )
+            out.append(f" 'minAvailable' is greater than 'replicas' in task: {task.name}, job: {job.metadata.name};")
         total += task.replicas
         if task.name in names:
             # Volcano stops looking at tasks after the first duplicate.
@@ -166,10 +162,7 @@ def _queue_fragment(name: str, ctx: Ctx) -> str:
         return out + " can not submit job to root queue;"
     children = ctx.view.children(queue.metadata.name)
     if children:
-        out += (
-            f" can only submit job to leaf queue, queue `{queue.metadata.name}` "
-            f"has {len(children)} child queues;"
-        )
+        out += f" can only submit job to leaf queue, queue `{queue.metadata.name}` has {len(children)} child queues;"
     return out
 
 

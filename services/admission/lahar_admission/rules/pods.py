@@ -73,10 +73,7 @@ def int_or_percent_error(key: str, value: str) -> str:
     if percent is None:
         return f"invalid value {err} for {key}"
     if percent <= 0 or percent >= 100:
-        return (
-            f"invalid value <{_go_quote(value)}> for {key}, "
-            "it must be a valid percentage which between 1% ~ 99%"
-        )
+        return f"invalid value <{_go_quote(value)}> for {key}, it must be a valid percentage which between 1% ~ 99%"
     return ""
 
 

@@ -221,9 +221,7 @@ def _container(
     elif image.strip() != image:
         errs.append(fe.invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
     errs += _enum(c.get("imagePullPolicy"), f"{path}.imagePullPolicy", PULL_POLICIES)
-    errs += _enum(
-        c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES
-    )
+    errs += _enum(c.get("terminationMessagePolicy"), f"{path}.terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES)
     errs += _restart_policy(c, path, init)
     errs += _ports(c.get("ports"), f"{path}.ports", host_network)
     errs += _env(c.get("env"), f"{path}.env")
@@ -237,9 +235,7 @@ def _restart_policy(c: dict[str, Any], path: str, init: bool) -> list[FieldError
     if policy is None or policy == "":
         if init:
             return [
-                fe.forbidden(
-                    f"{path}.{probe}", "may not be set for init containers without restartPolicy=Always"
-                )
+                fe.forbidden(f"{path}.{probe}", "may not be set for init containers without restartPolicy=Always")
                 for probe in ("livenessProbe", "readinessProbe", "startupProbe")
                 if c.get(probe) is not None
             ]
@@ -277,9 +273,7 @@ def _ports(raw: Any, path: str, host_network: bool) -> list[FieldError]:
             errs += _port_number(host, f"{ppath}.hostPort", 1)
             if host_network and host != port.get("containerPort"):
                 errs.append(
-                    fe.invalid(
-                        f"{ppath}.hostPort", host, "must match `containerPort` when `hostNetwork` is true"
-                    )
+                    fe.invalid(f"{ppath}.hostPort", host, "must match `containerPort` when `hostNetwork` is true")
                 )
         errs += _enum(port.get("protocol"), f"{ppath}.protocol", PROTOCOLS)
     return errs
@@ -300,22 +294,15 @@ def _env(raw: Any, path: str) -> list[FieldError]:
         value_from = env.get("valueFrom")
         if value_from is not None:
             if env.get("value"):
-                errs.append(
-                    fe.invalid(f"{epath}.valueFrom", "", "may not be specified when `value` is not empty")
-                )
-            sources = [
-                k for k, v in _as_dict(value_from, f"{epath}.valueFrom", errs).items() if v is not None
-            ]
+                errs.append(fe.invalid(f"{epath}.valueFrom", "", "may not be specified when `value` is not empty"))
+            sources = [k for k, v in _as_dict(value_from, f"{epath}.valueFrom", errs).items() if v is not None]
             if len(sources) != 1:
                 errs.append(
-                    fe.invalid(
-                        f"{epath}.valueFrom", "", "may not have more than one field specified at a time"
-                    )
+                    fe.invalid(f"{epath}.valueFrom", "", "may not have more than one field specified at a time")
                     if sources
                     else fe.required(
                         f"{epath}.valueFrom",
-                        "must specify one of: `fieldRef`, `resourceFieldRef`, "
-                        "`configMapKeyRef` or `secretKeyRef`",
+                        "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
                     )
                 )
     return errs
@@ -359,15 +346,12 @@ def _tolerations(raw: Any, path: str) -> list[FieldError]:
                 fe.invalid(
                     f"{tpath}.operator",
                     op,
-                    "operator must be Exists when `key` is empty, "
-                    'which means "match all values and all keys"',
+                    'operator must be Exists when `key` is empty, which means "match all values and all keys"',
                 )
             )
         if op == "Exists" and tol.get("value"):
             errs.append(
-                fe.invalid(
-                    f"{tpath}.operator", tol.get("value"), "value must be empty when `operator` is 'Exists'"
-                )
+                fe.invalid(f"{tpath}.operator", tol.get("value"), "value must be empty when `operator` is 'Exists'")
             )
         elif op not in ("", "Equal", "Exists"):
             errs.append(fe.not_supported(f"{tpath}.operator", op, TOLERATION_OPERATORS))

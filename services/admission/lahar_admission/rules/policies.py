@@ -99,6 +99,5 @@ def policy_fragment(policies: list[LifecyclePolicy], path: str) -> str:
     if not errs:
         return ""
     return (
-        multierror(errs)
-        + f" valid events are {go_list(ALLOWED_EVENTS)}, valid actions are {go_list(ALLOWED_ACTIONS)};"
+        multierror(errs) + f" valid events are {go_list(ALLOWED_EVENTS)}, valid actions are {go_list(ALLOWED_ACTIONS)};"
     )

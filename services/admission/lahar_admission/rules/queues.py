@@ -36,9 +36,7 @@ def validate(ctx: Ctx) -> Verdict:
         err = delete_error(ctx.request.name, ctx)
         return Verdict.deny(err) if err else Verdict.allow()
     if ctx.op not in (CREATE, UPDATE):
-        return Verdict.deny(
-            f"invalid operation `{ctx.op}`, expect operation to be `CREATE`, `UPDATE` or `DELETE`"
-        )
+        return Verdict.deny(f"invalid operation `{ctx.op}`, expect operation to be `CREATE`, `UPDATE` or `DELETE`")
     queue = decode(ctx.request.object, Queue)
     old = decode(ctx.request.old_object, Queue, "oldObject") if ctx.op == UPDATE else None
     err = _object_errors(queue, ctx) or _stages(queue, old, ctx)
@@ -67,9 +65,7 @@ def _stages(queue: Queue, old: Queue | None, ctx: Ctx) -> str:
         and queuetree.resources_changed(old, queue)
     ):
         return "root queue's resource attributes (capability, deserved, guarantee) cannot be modified"
-    if queue.metadata.name != "root" and (
-        old is None or parent_changed or queuetree.resources_changed(old, queue)
-    ):
+    if queue.metadata.name != "root" and (old is None or parent_changed or queuetree.resources_changed(old, queue)):
         return queuetree.resource_error(queue, ctx.view)
     return ""
 
@@ -133,9 +129,7 @@ def hierarchy_errors(queue: Queue, ctx: Ctx, path: str) -> list[FieldError]:
         return []
     parts, wparts = hierarchy.split("/"), weights.split("/")
     if len(parts) != len(wparts):
-        return [
-            fe.invalid(path, hierarchy, f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}")
-        ]
+        return [fe.invalid(path, hierarchy, f"{HIERARCHY} must have the same length with {HIERARCHY_WEIGHTS}")]
     for w in wparts:
         value, err = _go_parse_float(w)
         if value is None:
@@ -149,8 +143,7 @@ def hierarchy_errors(queue: Queue, ctx: Ctx, path: str) -> list[FieldError]:
                 fe.invalid(
                     path,
                     hierarchy,
-                    f"{hierarchy} is not allowed to be in the sub path of {theirs} "
-                    f"of queue {other.metadata.name}",
+                    f"{hierarchy} is not allowed to be in the sub path of {theirs} of queue {other.metadata.name}",
                 )
             ]
     return []
@@ -168,10 +161,7 @@ def delete_error(name: str, ctx: Ctx) -> str:
             return f"queue {name} cannot be deleted because it has allocated Pods: {pods.units}"
     children = [c.metadata.name for c in ctx.view.children(name)]
     if children:
-        return (
-            f"queue {name} can not be deleted because it has {len(children)} child queues: "
-            + ", ".join(children)
-        )
+        return f"queue {name} can not be deleted because it has {len(children)} child queues: " + ", ".join(children)
     return ""
 
 
@@ -190,9 +180,7 @@ def queue_patch(queue: Queue) -> list[dict[str, Any]]:
     weights = annotations.get(HIERARCHY_WEIGHTS, "")
     # A plain string prefix test, as Volcano's: "rootless/a" counts as rooted.
     if hierarchy and weights and not hierarchy.startswith("root"):
-        ops.append(
-            {"op": "add", "path": "/metadata/annotations/volcano.sh~1hierarchy", "value": f"root/{hierarchy}"}
-        )
+        ops.append({"op": "add", "path": "/metadata/annotations/volcano.sh~1hierarchy", "value": f"root/{hierarchy}"})
         ops.append(
             {
                 "op": "add",

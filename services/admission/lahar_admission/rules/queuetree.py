@@ -28,9 +28,7 @@ def parent_error(queue: Queue, view: ClusterView, max_depth: int) -> str:
             return f"queue {name} exceeds the maximum allowed depth of {max_depth}"
         ancestor = view.queue(current)
         if ancestor is None:
-            return (
-                f"failed to get parent queue {current} of queue {name}: {not_found(QUEUE_RESOURCE, current)}"
-            )
+            return f"failed to get parent queue {current} of queue {name}: {not_found(QUEUE_RESOURCE, current)}"
         current = ancestor.spec.parent
     parent_queue = view.queue(parent)
     if parent_queue is None:
@@ -39,8 +37,7 @@ def parent_error(queue: Queue, view: ClusterView, max_depth: int) -> str:
         pods = parent_queue.status.allocated.get("pods")
         if pods is not None and pods.amount != 0:
             return (
-                f"queue {parent} cannot be the parent queue of queue {name} "
-                f"because it has allocated Pods: {pods.units}"
+                f"queue {parent} cannot be the parent queue of queue {name} because it has allocated Pods: {pods.units}"
             )
     return ""
 
@@ -83,9 +80,7 @@ def _subtree_max(queue: Queue, name: str, view: ClusterView, seen: set[str]) -> 
     return max((_subtree_max(c, name, view, seen) for c in view.children(queue.metadata.name)), default=0.0)
 
 
-def _sum_error(
-    owner: str, totals: list[tuple[Resource, Resource]], guarantee: Resource, deserved: Resource
-) -> str:
+def _sum_error(owner: str, totals: list[tuple[Resource, Resource]], guarantee: Resource, deserved: Resource) -> str:
     """Add children one by one; report the first sum that exceeds the parent's."""
     total_g, total_d = Resource(), Resource()
     for g, d in totals:

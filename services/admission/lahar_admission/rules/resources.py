@@ -76,9 +76,7 @@ def parse_list(raw: Any, path: str, errs: list[FieldError]) -> dict[str, Quantit
             out[str(name)] = Quantity(value)
         except QuantityError:
             errs.append(
-                fe.invalid(
-                    f"{path}[{name}]", value, f"quantities must match the regular expression '{QUANTITY_RE}'"
-                )
+                fe.invalid(f"{path}[{name}]", value, f"quantities must match the regular expression '{QUANTITY_RE}'")
             )
     return out
 
@@ -123,11 +121,7 @@ def _pod_name_errors(name: str, path: str) -> list[FieldError]:
     msgs = is_qualified_name(name)
     if msgs:
         return [fe.invalid(path, name, m) for m in msgs]
-    if (
-        "/" not in name
-        and name not in STANDARD
-        and not name.startswith(("hugepages-", "requests.hugepages-"))
-    ):
+    if "/" not in name and name not in STANDARD and not name.startswith(("hugepages-", "requests.hugepages-")):
         return [fe.invalid(path, name, "must be a standard resource type or fully qualified")]
     if name in ("cpu", "memory") or is_hugepages(name):
         return []

@@ -121,23 +121,17 @@ class _Checker:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int):
-            self.errs.append(
-                fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body must be of type integer")
-            )
+            self.errs.append(fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body must be of type integer"))
         elif value < low:
             self.errs.append(
-                fe.invalid(
-                    f"{path}.{key}", value, f"{path}.{key} in body should be greater than or equal to {low}"
-                )
+                fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body should be greater than or equal to {low}")
             )
 
     def maximum(self, data: dict[str, Any], key: str, path: str, high: int) -> None:
         value = data.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > high:
             self.errs.append(
-                fe.invalid(
-                    f"{path}.{key}", value, f"{path}.{key} in body should be less than or equal to {high}"
-                )
+                fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body should be less than or equal to {high}")
             )
 
     def string(self, data: dict[str, Any], key: str, path: str) -> str | None:
@@ -145,9 +139,7 @@ class _Checker:
         if value is None:
             return None
         if not isinstance(value, str):
-            self.errs.append(
-                fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body must be of type string")
-            )
+            self.errs.append(fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body must be of type string"))
             return None
         return value
 
@@ -174,9 +166,7 @@ class _Checker:
         if value is None or (allow_empty and value == ""):
             return
         if check(value):
-            self.errs.append(
-                fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body should match '^{fmt}$'")
-            )
+            self.errs.append(fe.invalid(f"{path}.{key}", value, f"{path}.{key} in body should match '^{fmt}$'"))
 
     def required(self, data: dict[str, Any], key: str, path: str) -> None:
         if data.get(key) is None:
@@ -213,9 +203,7 @@ def job_errors(obj: Any) -> list[FieldError]:
         vol, path = c.obj(raw, f"spec.volumes[{i}]"), f"spec.volumes[{i}]"
         mount = c.string(vol, "mountPath", path)
         if mount and ":" in mount:
-            c.errs.append(
-                fe.invalid(f"{path}.mountPath", mount, f"{path}.mountPath in body should match '^[^:]*$'")
-            )
+            c.errs.append(fe.invalid(f"{path}.mountPath", mount, f"{path}.mountPath in body should match '^[^:]*$'"))
         c.max_len(vol, "volumeClaimName", path, 253)
     return c.errs
 
@@ -229,9 +217,7 @@ def _task(c: _Checker, task: dict[str, Any], path: str) -> None:
     pod_spec = template.get("spec") if isinstance(template, dict) else None
     if isinstance(pod_spec, dict):
         c.errs.extend(
-            fe.FieldError(
-                f"{path}.template.spec.{key}", f'Invalid value: "{key}": field not declared in schema'
-            )
+            fe.FieldError(f"{path}.template.spec.{key}", f'Invalid value: "{key}": field not declared in schema')
             for key in pod_spec
             if key not in POD_SPEC_FIELDS
         )
@@ -299,13 +285,9 @@ def hypernode_errors(obj: Any) -> list[FieldError]:
 def _selector(c: _Checker, sel: dict[str, Any], path: str) -> None:
     chosen = [k for k in ("exactMatch", "regexMatch", "labelMatch") if sel.get(k) is not None]
     if not chosen:
-        c.errs.append(
-            fe.invalid(path, sel, "Either ExactMatch or RegexMatch or LabelMatch must be specified")
-        )
+        c.errs.append(fe.invalid(path, sel, "Either ExactMatch or RegexMatch or LabelMatch must be specified"))
     elif len(chosen) > 1:
-        c.errs.append(
-            fe.invalid(path, sel, "Only one of ExactMatch, RegexMatch or LabelMatch can be specified")
-        )
+        c.errs.append(fe.invalid(path, sel, "Only one of ExactMatch, RegexMatch or LabelMatch can be specified"))
     if sel.get("exactMatch") is not None:
         em, epath = c.obj(sel["exactMatch"], f"{path}.exactMatch"), f"{path}.exactMatch"
         name = c.string(em, "name", epath)

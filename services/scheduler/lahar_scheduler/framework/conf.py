@@ -44,6 +44,9 @@ FLAGS: tuple[str, ...] = (
 )
 _DEFAULT_FALSE = frozenset({"enableHierarchy"})
 
+# Volcano's DefaultSchedulerConf (scheduler/util.go), used when no configuration is given.  It has
+# no binpack: binpack is only in the Helm chart's config, and with nodeorder's leastrequested it
+# pulls placements the other way, so adding it would change where the default scheduler puts pods.
 DEFAULT_CONF = """\
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -57,7 +60,6 @@ tiers:
   - name: predicates
   - name: proportion
   - name: nodeorder
-  - name: binpack
 """
 
 

@@ -68,11 +68,14 @@ def parse_bool(raw: str) -> bool | None:
 
 
 def pod_requests(pod: Pod) -> tuple[Resource, Resource]:
-    """(Resreq, InitResreq): both the launch request, with init containers and ``pods: 1``.
+    """(Resreq, InitResreq): both are the pod's effective request, init containers and ``pods: 1``
+    included.
 
-    Volcano's NewTaskInfo uses one request for both (``resReq := initResReq``), so every task
-    holds a ``pods`` slot in node idle and queue/job accounting; preemption relies on it to free
-    a full node's pod slots.
+    Volcano's NewTaskInfo sets ``Resreq := InitResreq`` (GetPodResourceRequest).  Using only the
+    regular containers for Resreq would let node accounting, DRF shares and queue usage miss the
+    pod slot and an init container's peak: a node would take more pods than its ``pods`` (when the
+    predicates plugin is not configured) and more init-heavy pods than its cpu (the kubelet then
+    rejects them).
     """
     launch = Resource()
     for c in pod.spec.containers:

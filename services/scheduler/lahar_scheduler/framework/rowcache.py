@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray, NodeTable
 
 SCALAR_ROWS = 8
-A = TypeVar("A", bound=np.ndarray)  # type: ignore[type-arg]
+A = TypeVar("A", bound=np.ndarray)
 
 
 class _Entry(Generic[A]):

@@ -253,7 +253,10 @@ class Session:
                 if vote == Vote.ABSTAIN:
                     continue
                 if not got:
-                    # A plugin offering no victim ends the tier (Volcano breaks out of it).
+                    # A plugin that permits but names no victim vetoes the rest of its tier
+                    # (Volcano breaks out of the tier loop here); without this, the next plugin
+                    # would re-seed the list and undo the veto, e.g. priority's "nothing lower"
+                    # overridden by gang's list.  The walk falls through to the next tier.
                     victims = None
                     break
                 if not init:

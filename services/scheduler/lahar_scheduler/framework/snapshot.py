@@ -9,7 +9,7 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
 import numpy as np
@@ -29,7 +29,12 @@ def parse_time(stamp: str | None) -> float:
     """RFC 3339 to epoch seconds; a missing stamp is the zero time."""
     if not stamp:
         return 0.0
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        # Without an offset, .timestamp() would read the machine's local time zone, so job order
+        # and SLA waits would differ between machines; Kubernetes times are UTC.
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
@@ -83,7 +88,8 @@ class Snapshot:
             names.update(pair[1].scalars)
         self.space = ResourceSpace({n for n in names if n not in ("cpu", "memory")})
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
-        self.nodes = NodeTable(self.space, list(self.node_objects.values()))
+        self._table = NodeTable(self.space, list(self.node_objects.values()))
+        self._nodes_dirty = False
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
             self.upsert_queue(q)
@@ -103,38 +109,49 @@ class Snapshot:
             self.upsert_pod(pod, reqs.get(_pod_key(pod)))
 
     # -- nodes -----------------------------------------------------------------------------
+    @property
+    def nodes(self) -> NodeTable:
+        """The node arrays, rebuilt first if nodes changed since they were last built."""
+        if self._nodes_dirty:
+            self._rebuild_nodes()
+        return self._table
+
     def upsert_node(self, node: Node) -> bool:
-        """Add or change a node; returns True when its schedulable shape changed."""
+        """Add or change a node; returns True when its schedulable shape changed.
+
+        A changed shape only marks the arrays stale: they are rebuilt once, when next read, so a
+        thousand nodes arriving one delta at a time cost one rebuild, not a thousand."""
         name = node.metadata.name
         old = self.node_objects.get(name)
         self.node_objects[name] = node
-        if old is not None and _same_shape(old, node):
-            self.nodes.by_name[name].node = node
+        if old is not None and _same_shape(old, node) and not self._nodes_dirty:
+            self._table.by_name[name].node = node
             return False
-        self._rebuild_nodes()
+        self._nodes_dirty = True
         return True
 
     def delete_node(self, name: str) -> bool:
         if self.node_objects.pop(name, None) is None:
             return False
-        self._rebuild_nodes()
+        self._nodes_dirty = True
         return True
 
     def _rebuild_nodes(self) -> None:
-        """Node arrays are rebuilt whole on a node change (rare next to pod changes)."""
+        """Node arrays are rebuilt whole after node changes (rare next to pod changes)."""
+        self._nodes_dirty = False
         for obj in self.node_objects.values():
             for name in obj.status.allocatable:
                 if name not in ("cpu", "memory"):
                     self.space.ensure(name)
         width = len(self.space)
-        self.nodes = NodeTable(self.space, list(self.node_objects.values()))
+        table = self._table = NodeTable(self.space, list(self.node_objects.values()))
         for t in (*self.tasks.values(), *self.others.values()):
             if len(t.res_vec) != width:
                 t.res_vec = np.pad(t.res_vec, (0, width - len(t.res_vec)))
                 t.init_vec = np.pad(t.init_vec, (0, width - len(t.init_vec)))
-            node = self.nodes.by_name.get(t.node_name) if t.node_name else None
+            node = table.by_name.get(t.node_name) if t.node_name else None
             if node is not None and t.status not in _OFF_NODE:
-                self.nodes.add_task(node, t)
+                table.add_task(node, t)
 
     # -- queues and priority classes ---------------------------------------------------
     def upsert_queue(self, queue: Queue) -> None:
@@ -210,9 +227,9 @@ class Snapshot:
             self.tasks[key] = task
         else:
             self.others[key] = task
-        node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.status not in TERMINAL_STATUSES:
-            self.nodes.add_task(node, task)
+            self._table.add_task(node, task)
         return task
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
@@ -220,9 +237,9 @@ class Snapshot:
         task = self.tasks.pop(key, None) or self.others.pop(key, None)
         if task is None:
             return None
-        node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.uid in node.tasks:
-            self.nodes.remove_task(node, task)
+            self._table.remove_task(node, task)
         if task.job:
             job = self.jobs.get(task.job)
             if job is not None:
@@ -236,7 +253,7 @@ class Snapshot:
         task.res_vec = self.space.vector(task.resreq)
         task.init_vec = self.space.vector(task.init_resreq)
         if len(self.space) != width:
-            self.nodes.widen(len(self.space))
+            self._table.widen(len(self.space))
             for t in (*self.tasks.values(), *self.others.values()):
                 t.res_vec = np.pad(t.res_vec, (0, len(self.space) - len(t.res_vec)))
                 t.init_vec = np.pad(t.init_vec, (0, len(self.space) - len(t.init_vec)))

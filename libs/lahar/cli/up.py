@@ -1,0 +1,125 @@
+"""``lahar up``: the whole system as separate processes, with a live status line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("up", help="start infra, the emulator and every service; Ctrl-C stops all")
+    add_stack_options(p)
+    p.set_defaults(handler=run)
+
+
+def add_stack_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go")
+    p.add_argument("--kubeconfig", help="use this cluster instead of starting the emulator")
+    p.add_argument("--nats-url", help="use this NATS server instead of starting one")
+    p.add_argument("--redis-url", help="use this Redis/Valkey server instead of starting one")
+    p.add_argument("--binders", type=int, default=2, help="binder replicas at start (they scale up on load)")
+    p.add_argument("--max-binders", type=int, default=8)
+    p.add_argument("--max-in-flight", type=int, default=64, help="API calls per binder")
+    p.add_argument("--nodes", action="append", help="emulated nodes, COUNT:key=value,... (repeatable)")
+    p.add_argument("--period", type=float, default=1.0, help="seconds between scheduling sessions")
+    p.add_argument("--conf", help="a volcano-scheduler.conf for the scheduler")
+    p.add_argument("--no-admission", action="store_true", help="do not run the admission webhook")
+
+
+def stack_config(args: argparse.Namespace) -> Any:
+    from lahar.up.stack import DEFAULT_NODES, StackConfig
+
+    return StackConfig(
+        state_dir=Path(args.state_dir).resolve(),
+        kubeconfig=args.kubeconfig,
+        nats_url=args.nats_url,
+        redis_url=args.redis_url,
+        nodes=tuple(args.nodes) if args.nodes else DEFAULT_NODES,
+        binders=args.binders,
+        max_binders=max(args.max_binders, args.binders),
+        max_in_flight=args.max_in_flight,
+        period=args.period,
+        admission=not args.no_admission,
+        scheduler_conf=str(Path(args.conf).resolve()) if args.conf else None,
+    )
+
+
+def validate(args: argparse.Namespace) -> list[str]:
+    errors = []
+    if args.binders < 1:
+        errors.append("--binders: must be at least 1")
+    if args.max_in_flight < 1:
+        errors.append("--max-in-flight: must be at least 1")
+    if args.period <= 0:
+        errors.append("--period: must be positive")
+    if args.kubeconfig and not Path(args.kubeconfig).exists():
+        errors.append(f"--kubeconfig: {args.kubeconfig} does not exist")
+    return errors
+
+
+def run(args: argparse.Namespace) -> int:
+    from lahar.up.stack import LocalStack
+
+    errors = validate(args)
+    if errors:
+        print("lahar up: " + "; ".join(errors), file=sys.stderr)
+        return 2
+    stack = LocalStack(stack_config(args))
+    print(f"starting infra, {'' if args.kubeconfig else 'the emulator, '}and the services...", file=sys.stderr)
+    try:
+        stack.start()
+    except RuntimeError as exc:
+        print(f"lahar up: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
+        env = stack.env()
+        print(f"LAHAR_NATS_URL={env['LAHAR_NATS_URL']} LAHAR_REDIS_URL={env['LAHAR_REDIS_URL']}", file=sys.stderr)
+        print(f"traces: {stack.traces}; logs: {stack.dir / 'logs'}", file=sys.stderr)
+        return asyncio.run(_watch(stack))
+    finally:
+        stack.stop()
+
+
+async def _watch(stack: Any) -> int:
+    import httpx
+    import nats
+
+    from lahar.up.monitor import Autoscaler, status
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    nc = await nats.connect(stack.infra.nats_url)
+    js = nc.jetstream()
+    scaler = Autoscaler(stack)
+    last_done, last_t = 0.0, time.monotonic()
+    async with httpx.AsyncClient() as client:
+        while not stop.is_set():
+            st = await status(client, js, stack)
+            now = time.monotonic()
+            rate = (st.binds_done - last_done) / max(now - last_t, 1e-6) if last_done else 0.0
+            last_done, last_t = st.binds_done, now
+            note = scaler.step(st.queued, now)
+            line = (
+                f"nodes {st.nodes}  pending {st.pending}  bound {st.bound}  binds/s {rate:6.0f}  "
+                f"binders {st.binders}  queued {st.queued}"
+            )
+            print("\r" + line + (f"  ({note})" if note else "") + " " * 8, end="", file=sys.stderr, flush=True)
+            dead = [c.name for c in stack.dead() if c.name != "binder"]
+            if dead:
+                print(f"\nlahar up: {', '.join(dead)} exited; stopping (see {stack.dir / 'logs'})", file=sys.stderr)
+                await nc.close()
+                return 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    print("\nstopping...", file=sys.stderr)
+    await nc.close()
+    return 0

@@ -1,0 +1,89 @@
+"""Running a service's active part only while this replica holds the lease (cache, scheduler)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from nats.js.client import JetStreamContext
+
+from lahar.wire.names import Names
+
+log = logging.getLogger("lahar.leader")
+T = TypeVar("T")
+
+
+async def lead(
+    js: JetStreamContext,
+    names: Names,
+    role: str,
+    identity: str,
+    ttl: float,
+    stop: asyncio.Event,
+    act: Callable[[asyncio.Event, int], Awaitable[None]],
+) -> None:
+    """Campaign for ``role``; while leading, run ``act(lost_or_stop, fencing_token)``.
+
+    ``act`` must return promptly once its event is set (leadership lost, or shutting down).
+    Leadership can come back later: ``act`` is then run again.
+    """
+    from lahar.adapters.leader import LeaderElection  # type: ignore[import-not-found,unused-ignore]
+
+    election = LeaderElection(js, names.leader_bucket, role, identity=identity, ttl=ttl)
+    async with election:
+        while not stop.is_set():
+            token = await _until(election.wait_until_leader(), stop)
+            if token is None:
+                return
+            log.info("%s: %s leads (fence %d)", role, identity, token)
+            ended = asyncio.Event()
+            watcher = asyncio.create_task(_flag_when(election.wait_until_lost(), stop, ended))
+            try:
+                await act(ended, token)
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            if not stop.is_set():
+                log.warning("%s: %s lost the lease; standing by", role, identity)
+
+
+async def _flag_when(work: Awaitable[object], stop: asyncio.Event, flag: asyncio.Event) -> None:
+    await _until(work, stop)
+    flag.set()
+
+
+def either(a: asyncio.Event, b: asyncio.Event) -> asyncio.Event:
+    """An event that is set as soon as either of two is."""
+    both = asyncio.Event()
+
+    async def relay(e: asyncio.Event) -> None:
+        await e.wait()
+        both.set()
+
+    loop = asyncio.get_running_loop()
+    for e in (a, b):
+        task = loop.create_task(relay(e))
+        _relays.add(task)
+        task.add_done_callback(_relays.discard)
+    return both
+
+
+_relays: set[asyncio.Task[None]] = set()
+
+
+async def _until(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """``work``'s result, or None if ``stop`` is set first."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None

@@ -1,0 +1,43 @@
+"""Settings shared by the services that talk to NATS, Redis and Kubernetes."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated
+
+from msgspec import Meta
+
+from lahar.service.settings import Check, Settings
+
+
+def _url(schemes: tuple[str, ...]) -> Check:
+    def problem(value: str) -> str | None:
+        if not value:
+            return f"required (e.g. {schemes[0]}127.0.0.1:{4222 if 'nats' in schemes[0] else 6379})"
+        if not value.startswith(schemes):
+            return f"{value!r} must start with {' or '.join(schemes)}"
+        return None
+
+    return Check(problem)
+
+
+def _prefix(value: str) -> str | None:
+    return None if re.fullmatch(r"[A-Za-z0-9_-]+", value) else f"{value!r}: letters, digits, '_' or '-' only"
+
+
+class BusSettings(Settings):
+    nats_url: Annotated[str, _url(("nats://", "tls://")), Meta(description="NATS server URL (required)")]
+    redis_url: Annotated[
+        str, _url(("redis://", "rediss://", "unix://")), Meta(description="Redis/Valkey URL (required)")
+    ]
+    kubeconfig: Annotated[str, Meta(description="kubeconfig file (default $KUBECONFIG, then in-cluster)")] = ""
+    prefix: Annotated[str, Check(_prefix), Meta(description="prefix of every stream, subject and Redis key")] = "lahar"
+    identity: Annotated[str, Meta(description="this replica's name in leader election (default host-pid)")] = ""
+    leader_ttl: Annotated[float, Meta(gt=0, description="leader lease, seconds")] = 10.0
+
+    def kubeconfig_path(self) -> str | None:
+        return self.kubeconfig or os.environ.get("KUBECONFIG") or None
+
+    def replica(self) -> str:
+        return self.identity or f"{os.uname().nodename}-{os.getpid()}"

@@ -1,0 +1,232 @@
+"""Per-resource rules applied on create and update: defaults, validation, immutable fields.
+
+Only what clients of a scheduler notice is modelled (see README.md for the gaps).  Each
+function works on a fresh dict owned by the request, so it may modify it in place.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lahar.sim.clock import iso
+from lahar.sim.resources import ResourceType
+
+Obj = dict[str, Any]
+Causes = list[tuple[str, str]]
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Names the real API server validates as DNS labels rather than subdomains.
+_LABEL_NAMED = frozenset({"namespaces", "services"})
+
+
+def validate_name(rtype: ResourceType, name: str) -> Causes:
+    if rtype.plural in _LABEL_NAMED:
+        if len(name) > 63 or not _LABEL.match(name):
+            return [
+                (
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                    "case alphanumeric characters or '-', and must start and end with an "
+                    "alphanumeric character",
+                )
+            ]
+        return []
+    if rtype.plural == "events":  # event names carry timestamps and dots; only length matters
+        return [] if len(name) <= 253 else [("metadata.name", "Too long: must have at most 253 bytes")]
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        return [
+            (
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
+                "case alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character",
+            )
+        ]
+    return []
+
+
+def validate_metadata(meta: Obj) -> Causes:
+    """Labels and annotations are string maps and finalizers a string list: selectors and
+    watchers read them, so a malformed one is refused rather than stored."""
+    causes: Causes = []
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            causes.append((f"metadata.{field}", "Invalid value: must be a map of string keys to string values"))
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)):
+        causes.append(("metadata.finalizers", "Invalid value: must be a list of strings"))
+    return causes
+
+
+# --- pods ------------------------------------------------------------------------------------------
+
+
+def _qos(spec: Obj) -> str:
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        requests_seen |= bool(requests)
+        limits_seen |= bool(limits)
+        for res in ("cpu", "memory"):
+            if res not in limits or requests.get(res, limits[res]) != limits[res]:
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict):
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            container.setdefault("imagePullPolicy", "IfNotPresent")
+            container.setdefault("resources", {})
+
+
+def prepare_pod_create(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        default_pod_spec(spec)
+    obj["status"] = {"phase": "Pending", "qosClass": _qos(spec if isinstance(spec, dict) else {})}
+
+
+def validate_pod(obj: Obj) -> Causes:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [("spec", "Required value")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [("spec.containers", "Required value")]
+    causes: Causes = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict):
+            causes.append((f"spec.containers[{i}]", "Invalid value: must be an object"))
+            continue
+        if not container.get("name"):
+            causes.append((f"spec.containers[{i}].name", "Required value"))
+        if not container.get("image"):
+            causes.append((f"spec.containers[{i}].image", "Required value"))
+    return causes
+
+
+_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
+_POD_SET_BY_ADMISSION = ("priority", "preemptionPolicy", "nodeName")
+
+
+def _masked_spec(spec: Obj) -> Obj:
+    masked = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
+    for field in ("containers", "initContainers"):
+        masked[field] = [
+            {k: v for k, v in c.items() if k != "image"} for c in spec.get(field) or [] if isinstance(c, dict)
+        ]
+    return masked
+
+
+def prepare_pod_update(new: Obj, old: Obj) -> Causes:
+    spec = new.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return [("spec", "Invalid value: must be an object")]
+    default_pod_spec(spec)
+    old_spec = old.get("spec") or {}
+    # Fields the server set (admission, binding) come back when a client omits them.
+    for field in _POD_SET_BY_ADMISSION:
+        if field in old_spec and field not in spec:
+            spec[field] = old_spec[field]
+    if _masked_spec(spec) != _masked_spec(old_spec):
+        return [
+            (
+                "spec",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)",
+            )
+        ]
+    return []
+
+
+# --- nodes, namespaces -------------------------------------------------------------------------------
+
+
+def prepare_node_create(obj: Obj) -> None:
+    # Every node is served by a simulated kubelet, so a node created bare reports Ready.
+    status = obj.setdefault("status", {})
+    if not isinstance(status, dict):
+        return
+    if "capacity" in status and "allocatable" not in status:
+        status["allocatable"] = dict(status["capacity"])
+    if not status.get("conditions"):
+        now = iso()
+        status["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status (simulated)",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
+
+
+def prepare_namespace_create(obj: Obj) -> None:
+    meta = obj["metadata"]
+    meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
+    obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+    obj["status"] = {"phase": "Active"}
+
+
+# --- admission registration, priority classes ---------------------------------------------------------
+
+
+def validate_webhook_configuration(obj: Obj) -> Causes:
+    causes: Causes = []
+    hooks = obj.get("webhooks") or []
+    if not isinstance(hooks, list):
+        return [("webhooks", "Invalid value: must be a list")]
+    for i, hook in enumerate(hooks):
+        where = f"webhooks[{i}]"
+        if not isinstance(hook, dict):
+            causes.append((where, "Invalid value: must be an object"))
+            continue
+        if not hook.get("name"):
+            causes.append((f"{where}.name", "Required value"))
+        config = hook.get("clientConfig") or {}
+        url, service = config.get("url"), config.get("service")
+        if bool(url) == bool(service):
+            causes.append((f"{where}.clientConfig", "Required value: exactly one of url or service is required"))
+        elif url and not str(url).startswith("https://"):
+            causes.append((f"{where}.clientConfig.url", f'Unsupported value: "{url}": supported values: "https"'))
+        if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            causes.append(
+                (
+                    f"{where}.sideEffects",
+                    f'Unsupported value: "{hook.get("sideEffects", "")}": supported values: "None", "NoneOnDryRun"',
+                )
+            )
+        if "v1" not in (hook.get("admissionReviewVersions") or []):
+            causes.append((f"{where}.admissionReviewVersions", "Required value: must include v1"))
+        if hook.get("failurePolicy", "Fail") not in ("Fail", "Ignore"):
+            causes.append((f"{where}.failurePolicy", 'Unsupported value: supported values: "Fail", "Ignore"'))
+    return causes
+
+
+def validate_priority_class(obj: Obj) -> Causes:
+    value = obj.get("value")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return [("value", "Required value: an integer")]
+    return []
+
+
+SYSTEM_PRIORITY_CLASSES = (("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000))

@@ -1,0 +1,290 @@
+"""The whole system on one machine, as separate processes: infra, emulator, services.
+
+``LocalStack`` starts NATS and Valkey (unless URLs are given), the Kubernetes API emulator
+(unless a kubeconfig is given), the admission webhook (registered with the cluster), the cache,
+the scheduler and N binders.  Every child is in its own process group with a parent-death signal,
+so nothing outlives the stack.  Binders scale between ``binders`` and ``max_binders`` with the
+length of the decision queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from lahar.infra import Infra
+from lahar.infra.process import free_port, spawn, stop
+from lahar.wire.names import Names
+
+log = logging.getLogger("lahar.up")
+
+DEFAULT_NODES = (
+    "16:cpu=32,memory=128Gi,pods=110,label.zone=a",
+    "16:cpu=32,memory=128Gi,pods=110,label.zone=b",
+    "4:cpu=64,memory=512Gi,pods=110,nvidia.com/gpu=8,label.accelerator=nvidia,taint.nvidia.com/gpu=present:NoSchedule,name=gpu",
+)
+ADMISSION_PATHS = (
+    "/jobs/mutate",
+    "/jobs/validate",
+    "/podgroups/validate",
+    "/queues/mutate",
+    "/queues/validate",
+    "/hypernodes/validate",
+    "/cronjobs/validate",
+)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int = 0
+    log_path: Path = field(default_factory=Path)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@dataclass
+class StackConfig:
+    state_dir: Path
+    kubeconfig: str | None = None
+    nats_url: str | None = None
+    redis_url: str | None = None
+    nodes: tuple[str, ...] = DEFAULT_NODES
+    binders: int = 2
+    max_binders: int = 8
+    max_in_flight: int = 64
+    period: float = 1.0
+    prefix: str = "lahar"
+    sim_args: tuple[str, ...] = ()
+    admission: bool = True
+    scheduler_conf: str | None = None
+    replicas: int = 1  # cache, controller and scheduler replicas (one leads, the others stand by)
+    leader_ttl: float = 10.0
+    ack_wait: float = 30.0
+
+
+class LocalStack:
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.dir = config.state_dir
+        self.infra: Infra | None = None
+        self.children: list[Child] = []
+        self.kubeconfig = ""
+        self.traces = self.dir / "traces.jsonl"
+        self.names = Names(config.prefix)
+        self._binder_seq = 0
+
+    # -- start -----------------------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> LocalStack:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "logs").mkdir(exist_ok=True)
+        if self.traces.exists():
+            self.traces.unlink()
+        try:
+            self.infra = Infra(self.dir / "infra", nats_url=self.config.nats_url, redis_url=self.config.redis_url)
+            self.infra.start()
+            self.kubeconfig = self.config.kubeconfig or self._start_sim(timeout)
+            if self.config.admission:
+                self._start_admission(timeout)
+            for i in range(1, self.config.replicas + 1):
+                for role in ("cache", "controller", "scheduler"):
+                    self._spawn_service(role, ["--identity", f"{role}-{i}"], log_name=f"{role}-{i}")
+            for _ in range(self.config.binders):
+                self.add_binder()
+            self._wait_ready(timeout)
+            if not self.config.kubeconfig:
+                shutil.copyfile(self.kubeconfig, self.dir / "kubeconfig")
+                self.kubeconfig = str(self.dir / "kubeconfig")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def env(self) -> dict[str, str]:
+        assert self.infra is not None
+        return {
+            **os.environ,
+            "LAHAR_NATS_URL": self.infra.nats_url,
+            "LAHAR_REDIS_URL": self.infra.redis_url,
+            "KUBECONFIG": self.kubeconfig,
+            "LAHAR_PREFIX": self.config.prefix,
+            "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}",
+            "LAHAR_LOG_LEVEL": os.environ.get("LAHAR_LOG_LEVEL", "info"),
+        }
+
+    def _spawn(
+        self, name: str, argv: list[str], port: int = 0, env: dict[str, str] | None = None, log_name: str = ""
+    ) -> Child:
+        log_path = self.dir / "logs" / f"{log_name or name}.log"
+        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env or self.env())
+        child = Child(name, proc, port, log_path)
+        self.children.append(child)
+        return child
+
+    def _start_sim(self, timeout: float) -> str:
+        path = self.dir / "sim.kubeconfig"
+        if path.exists():
+            path.unlink()
+        argv = ["sim", "--port", str(free_port()), "--kubeconfig-out", str(path), *self.config.sim_args]
+        for spec in self.config.nodes:
+            argv += ["--nodes", spec]
+        child = self._spawn("sim", argv, env=dict(os.environ))
+        _poll(lambda: path.exists() or not child.alive(), timeout, "the emulator")
+        if not child.alive():
+            raise RuntimeError(f"the emulator exited: {child.log_path.read_text(errors='replace')[-2000:]}")
+        return str(path)
+
+    def _spawn_service(self, name: str, extra: list[str] | None = None, log_name: str = "") -> Child:
+        port = free_port()
+        argv = [name, "--http-port", str(port), "--http-host", "127.0.0.1", *(extra or [])]
+        argv += ["--leader-ttl", str(self.config.leader_ttl)]
+        if name == "scheduler":
+            argv += ["--schedule-period", str(self.config.period)]
+            if self.config.scheduler_conf:
+                argv += ["--conf", self.config.scheduler_conf]
+        return self._spawn(name, argv, port, log_name=log_name)
+
+    def add_binder(self) -> Child:
+        self._binder_seq += 1
+        ident = f"binder-{self._binder_seq}"
+        extra = ["--max-in-flight", str(self.config.max_in_flight), "--ack-wait", str(self.config.ack_wait)]
+        return self._spawn_service("binder", [*extra, "--identity", ident], log_name=ident)
+
+    def _start_admission(self, timeout: float) -> None:
+        certs = self.dir / "certs"
+        port = free_port()
+        self._run(["admission", "certs", "--dns", "localhost", "127.0.0.1", "--out", str(certs)])
+        env = {
+            **self.env(),
+            "LAHAR_ADMISSION_REDIS_URL": self.env()["LAHAR_REDIS_URL"],
+            "LAHAR_ADMISSION_PREFIX": self.config.prefix,
+            "LAHAR_ADMISSION_ENABLED_ADMISSION": ",".join(ADMISSION_PATHS),
+        }
+        argv = [
+            "admission",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--cert-file",
+            str(certs / "tls.crt"),
+            "--key-file",
+            str(certs / "tls.key"),
+        ]
+        self._spawn("admission", argv, port, env=env)
+        self.admission_url = f"https://127.0.0.1:{port}"
+        self.admission_ca = certs / "ca.crt"
+
+    def _run(self, argv: list[str]) -> None:
+        subprocess.run([sys.executable, "-m", "lahar", *argv], check=True, capture_output=True, env=self.env())
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for child in self.children:
+            if child.name == "sim":
+                continue
+            url, verify = _readyz(self, child)
+            while True:
+                if not child.alive():
+                    tail = child.log_path.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"{child.name} exited with {child.proc.returncode}:\n{tail}")
+                try:
+                    if httpx.get(url, timeout=1.0, verify=verify).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{child.name} not ready within {timeout}s; see {child.log_path}")
+                time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
+        if self.config.admission:
+            self._register_webhooks()
+
+    def _register_webhooks(self) -> None:
+        from lahar.adapters.kube import KubeClient, KubeConfig
+        from lahar_admission.webhooks import webhook_configurations
+
+        configs = webhook_configurations(self.admission_url, self.admission_ca.read_bytes(), ADMISSION_PATHS)
+
+        async def register() -> None:
+            kube = KubeClient(KubeConfig.load(self.kubeconfig))
+            try:
+                for obj in configs:
+                    kind = (
+                        "mutatingwebhookconfigurations"
+                        if obj["kind"].startswith("Mutating")
+                        else ("validatingwebhookconfigurations")
+                    )
+                    with contextlib.suppress(Exception):
+                        await kube.delete(kind, "", obj["metadata"]["name"])
+                    await kube.create(kind, "", obj)
+            finally:
+                await kube.close()
+
+        asyncio.run(register())
+
+    # -- running -------------------------------------------------------------------------------
+    def binders(self) -> list[Child]:
+        return [c for c in self.children if c.name == "binder" and c.alive()]
+
+    def service(self, name: str) -> Child:
+        return next(c for c in self.children if c.name == name and c.alive())
+
+    def replica(self, identity: str) -> Child:
+        """The child started with ``--identity identity``."""
+        return next(c for c in self.children if c.log_path.stem == identity)
+
+    def dead(self) -> list[Child]:
+        return [c for c in self.children if not c.alive()]
+
+    def stop_binder(self) -> None:
+        live = self.binders()
+        if len(live) > 1:
+            stop(live[-1].proc, 20.0)
+
+    def stop(self) -> None:
+        """Services first (so they finish work in flight), then the emulator, then the infra."""
+        order = sorted(self.children, key=lambda c: {"sim": 2, "admission": 1}.get(c.name, 0))
+        for child in order:
+            if child.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.proc.pid, signal.SIGTERM)
+        for child in order:
+            with contextlib.suppress(Exception):
+                stop(child.proc, 20.0)
+        if self.infra is not None:
+            self.infra.stop()
+            self.infra = None
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _readyz(stack: LocalStack, child: Child) -> tuple[str, bool | str]:
+    if child.name == "admission":
+        return f"{stack.admission_url}/readyz", str(stack.admission_ca)
+    return f"http://127.0.0.1:{child.port}/readyz", False
+
+
+def _poll(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start within {timeout}s")
+        time.sleep(0.05)  # polling interval of a deadline-bounded start-up wait

@@ -1,0 +1,177 @@
+"""Helpers to run the cache, scheduler and binder services in one test's event loop.
+
+Each service gets its own NATS and Redis connections, as separate processes would.  Used by
+the integration tests of the distributed scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
+
+from lahar.adapters.kube import KubeClient, KubeConfig
+from lahar.adapters.mirror import Mirror
+from lahar.wire.names import Names
+from lahar_binder.service import BinderService
+from lahar_cache.service import CacheService
+from lahar_scheduler.service import ConfSource, SchedulerService
+
+
+def kube_for(url: str) -> KubeClient:
+    return KubeClient(KubeConfig(host=url, verify=False, cert=None, headers={}))
+
+
+@dataclass
+class Running:
+    """A started service: its object, its stop event and its task."""
+
+    service: Any
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+    closers: list[Callable[[], Any]] = field(default_factory=list)
+
+    async def close(self) -> None:
+        self.stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.task, 20)
+        for close in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                got = close()
+                if asyncio.iscoroutine(got):
+                    await got
+
+    async def kill(self) -> None:
+        """Abrupt end: the task is cancelled mid-work and connections dropped without cleanup."""
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+        for close in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                got = close()
+                if asyncio.iscoroutine(got):
+                    await got
+
+
+class Stack:
+    """cache + scheduler + binders against one emulator, one NATS, one Redis."""
+
+    def __init__(self, sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None) -> None:
+        self.sim_url, self.nats_url, self.redis_url = sim_url, nats_url, redis_url
+        self.names = Names(prefix)
+        self.running: list[Running] = []
+        self.traces = traces
+        self.providers: list[Any] = []
+
+    def tracer(self, service: str) -> Any:
+        """A tracer writing finished spans straight to the shared JSON-lines file, if one is set."""
+        if self.traces is None:
+            return None
+        from lahar.adapters.otel import setup_tracing
+
+        provider = setup_tracing(service, f"jsonl:{self.traces}", batch=False)
+        self.providers.append(provider)
+        return provider.get_tracer(f"lahar.{service}")
+
+    async def _deps(self) -> tuple[Any, Any, aioredis.Redis, KubeClient]:
+        nc = await nats.connect(self.nats_url)
+        js = nc.jetstream()
+        rc = aioredis.from_url(self.redis_url)
+        return nc, js, rc, kube_for(self.sim_url)
+
+    async def _start(self, service: Any, nc: Any, rc: Any, kube: KubeClient | None) -> Running:
+        stop = asyncio.Event()
+        task = asyncio.create_task(service.run(stop))
+        closers: list[Callable[[], Any]] = [nc.close, rc.aclose]
+        if kube is not None:
+            closers.append(kube.close)
+        run = Running(service, stop, task, closers)
+        self.running.append(run)
+        await _ready(service, task)
+        return run
+
+    async def cache(self) -> Running:
+        nc, js, rc, kube = await self._deps()
+        svc = CacheService(
+            kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), tracer=self.tracer("cache")
+        )
+        return await self._start(svc, nc, rc, kube)
+
+    async def scheduler(self, conf: str | None = None, period: float = 1.0) -> Running:
+        nc, js, rc, kube = await self._deps()
+        await kube.close()
+        svc = SchedulerService(
+            nc,
+            js,
+            Mirror(rc, self.names.redis_prefix),
+            self.names,
+            CollectorRegistry(),
+            ConfSource(conf),
+            period=period,
+            tracer=self.tracer("scheduler"),
+        )
+        return await self._start(svc, nc, rc, None)
+
+    async def binder(self, max_in_flight: int = 64) -> Running:
+        nc, js, rc, kube = await self._deps()
+        svc = BinderService(
+            kube,
+            js,
+            self.names,
+            CollectorRegistry(),
+            max_in_flight=max_in_flight,
+            ack_wait=5.0,
+            tracer=self.tracer("binder"),
+        )
+        return await self._start(svc, nc, rc, kube)
+
+    async def close(self) -> None:
+        for run in reversed(self.running):
+            await run.close()
+        for provider in self.providers:
+            provider.shutdown()
+
+
+async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) -> None:
+    ready = service.ready
+    waiter = asyncio.create_task(ready.wait())
+    done, _ = await asyncio.wait({waiter, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        waiter.cancel()
+        task.result()  # raises what the service died of
+        raise AssertionError("service stopped before it was ready")
+    if waiter not in done:
+        waiter.cancel()
+        raise AssertionError("service not ready in time")
+
+
+@contextlib.asynccontextmanager
+async def stack(
+    sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None
+) -> AsyncIterator[Stack]:
+    s = Stack(sim_url, nats_url, redis_url, prefix, traces)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def poll(check: Callable[[], Any], timeout: float, interval: float = 0.02) -> Any:
+    """Call ``check`` (sync or async) until it returns something truthy, or fail at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        got = check()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return got
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)  # the polling interval of a deadline-bounded wait

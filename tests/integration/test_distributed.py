@@ -1,0 +1,213 @@
+"""The distributed scheduler end to end: cache, scheduler and binder on real NATS, Valkey and the
+emulator, no mocks of our own services."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import msgspec
+import pytest
+
+from lahar.adapters.kube import KubeClient
+from lahar.sim import Emulator
+
+from .services import kube_for, poll, stack
+
+pytestmark = pytest.mark.asyncio
+
+GROUP = "scheduling.k8s.io/group-name"
+
+
+def podgroup(ns: str, name: str, min_member: int, queue: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": min_member, "queue": queue},
+    }
+
+
+def queue(name: str, weight: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight},
+        "status": {"state": "Open"},
+    }
+
+
+def pod(ns: str, name: str, group: str, cpu: str = "1", memory: str = "1Gi") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": {GROUP: group}},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
+        },
+    }
+
+
+async def node_of(kube: KubeClient, ns: str, name: str) -> str:
+    raw = json.loads(await kube.get("pods", ns, name))
+    return str(raw["spec"].get("nodeName", ""))
+
+
+async def ensure_queue(kube: KubeClient, name: str) -> None:
+    from lahar.adapters.kube import Conflict
+
+    with contextlib.suppress(Conflict):
+        await kube.create("queues", "", queue(name))
+
+
+async def test_gang_of_four_binds_within_a_second(
+    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+) -> None:
+    kube = kube_for(sim.url)
+    ns = f"g4-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler()
+        await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "pg", 4))
+        created = time.monotonic()
+        await asyncio.gather(*(kube.create("pods", ns, pod(ns, f"w-{i}", "pg")) for i in range(4)))
+
+        async def all_bound() -> bool:
+            nodes = await asyncio.gather(*(node_of(kube, ns, f"w-{i}") for i in range(4)))
+            return all(nodes)
+
+        await poll(all_bound, timeout=5.0)
+        elapsed = time.monotonic() - created
+        assert elapsed < 1.0, f"gang bound after {elapsed:.2f}s"
+    await kube.close()
+
+
+async def test_gang_that_cannot_fit_gets_no_bind_and_a_reason(
+    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+) -> None:
+    kube = kube_for(sim.url)
+    ns = f"nofit-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler(period=0.2)
+        await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "big", 3))
+        for i in range(3):
+            await kube.create("pods", ns, pod(ns, f"b-{i}", "big", cpu="12"))
+
+        async def unschedulable() -> str:
+            pg = json.loads(await kube.get("podgroups", ns, "big"))
+            for c in pg.get("status", {}).get("conditions", []):
+                if c["type"] == "Unschedulable" and c["status"] == "True":
+                    return str(c["message"])
+            return ""
+
+        message = await poll(unschedulable, timeout=10.0)
+        assert "Insufficient cpu" in message
+        assert "minMember 3" in message
+        assert not any([await node_of(kube, ns, f"b-{i}") for i in range(3)])
+    await kube.close()
+
+
+async def test_malformed_messages_are_dead_lettered_and_services_go_on(
+    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+) -> None:
+    import nats
+
+    kube = kube_for(sim.url)
+    ns = f"bad-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        sched = await s.scheduler(period=0.2)
+        binder = await s.binder()
+        nc = await nats.connect(nats_url)
+        js = nc.jetstream()
+        names = s.names
+        await js.publish(names.delta_subject("pods"), b"{not json")
+        await js.publish(names.decision_subject("bind"), msgspec.json.encode({"v": 99, "kind": "bind"}))
+        await js.publish(names.result_subject, b"\x00\x01")
+        # A pod whose request is not a quantity: the scheduler says why on the pod and carries on.
+        broken = pod(ns, "broken", "pg2")
+        broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1x"
+        await kube.create("pods", ns, broken)
+        # A PodGroup naming a queue that does not exist gets a condition saying so.
+        await kube.create("podgroups", ns, podgroup(ns, "lost", 1, queue="no-such-queue"))
+        await kube.create("podgroups", ns, podgroup(ns, "pg2", 1))
+        await kube.create("pods", ns, pod(ns, "good", "pg2"))
+
+        async def bound() -> bool:
+            return bool(await node_of(kube, ns, "good"))
+
+        await poll(bound, timeout=10.0)
+
+        async def pod_reason() -> str:
+            raw = json.loads(await kube.get("pods", ns, "broken"))
+            conds = raw.get("status", {}).get("conditions", [])
+            return next((c["message"] for c in conds if c["type"] == "PodScheduled"), "")
+
+        assert "'1x' is not a quantity" in await poll(pod_reason, timeout=10.0)
+
+        async def queue_reason() -> str:
+            pg = json.loads(await kube.get("podgroups", ns, "lost"))
+            conds = pg.get("status", {}).get("conditions", [])
+            return next((c["message"] for c in conds if c["type"] == "Unschedulable"), "")
+
+        assert "no-such-queue" in await poll(queue_reason, timeout=10.0)
+        dlq = await js.stream_info(names.dead_letter_stream)
+        assert dlq.state.messages >= 2
+        assert sched.service.metrics.bad.labels("delta")._value.get() >= 1
+        assert binder.service.metrics.bad._value.get() >= 1
+        await nc.close()
+    await kube.close()
+
+
+async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
+    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    from lahar.adapters.otel import load_traces, trace_path
+
+    traces = str(tmp_path / "traces.jsonl")
+    kube = kube_for(sim.url)
+    ns = f"tr-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, traces) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler()
+        await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "pg", 2))
+        for i in range(2):
+            await kube.create("pods", ns, pod(ns, f"t-{i}", "pg"))
+
+        async def bound() -> bool:
+            return all([await node_of(kube, ns, f"t-{i}") for i in range(2)])
+
+        await poll(bound, timeout=10.0)
+
+        def bind_span() -> Any:
+            spans = load_traces(traces)
+            return next(
+                (x for x in spans if x["name"] == "binder.bind" and x["attributes"].get("lahar.pod") == f"{ns}/t-0"),
+                None,
+            )
+
+        span = await poll(bind_span, timeout=10.0)
+    path = trace_path(load_traces(traces), span["span_id"])
+    names = [(x["name"], x["service"]) for x in path]
+    assert names[0] == ("binder.bind", "binder")
+    job = next(x for x in path if x["name"] == "scheduler.job")
+    assert job["attributes"]["lahar.job"] == f"{ns}/pg"
+    assert ("scheduler.session", "scheduler") in names
+    deltas = [x for x in path if x["name"] == "cache.delta"]
+    assert any(d["attributes"].get("lahar.pod") == f"{ns}/t-0" for d in deltas), names
+    await kube.close()

@@ -1,0 +1,142 @@
+"""Faults of the distributed scheduler, with every service a real process: a binder SIGKILLed with
+thousands of binds in flight, the leading scheduler and cache killed mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from lahar.adapters.kube import KubeClient, KubeConfig
+from lahar.e2e.workload import JobSpec, Tracker, ensure_queues, submit, watch_binds
+from lahar.sim import Emulator
+from lahar.up.stack import LocalStack, StackConfig
+from lahar.wire.messages import decode_result
+
+from .services import poll
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+
+def _stack(tmp: Path, kubeconfig: str, nats_url: str, redis_url: str, prefix: str, **kw: Any) -> LocalStack:
+    cfg = StackConfig(
+        state_dir=tmp,
+        kubeconfig=kubeconfig,
+        nats_url=nats_url,
+        redis_url=redis_url,
+        prefix=prefix,
+        admission=False,
+        period=0.5,
+        **kw,
+    )
+    return LocalStack(cfg)
+
+
+async def _results(nats_url: str, stack: LocalStack) -> Counter[tuple[str, str]]:
+    """(pod, outcome) counts of every bind result the binders reported."""
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    sub = await js.subscribe(stack.names.result_subject, stream=stack.names.results_stream, ordered_consumer=True)
+    info = await js.stream_info(stack.names.results_stream)
+    out: Counter[tuple[str, str]] = Counter()
+    for _ in range(info.state.messages):
+        msg = await sub.next_msg(timeout=5)
+        res = decode_result(msg.data)
+        if res.kind == "bind":
+            out[(f"{res.namespace}/{res.name}", res.outcome)] += 1
+    await nc.close()
+    return out
+
+
+async def _run_workload(kube: KubeClient, ns: str, jobs: list[JobSpec], tracker: Tracker) -> None:
+    await submit(kube, ns, jobs, tracker, parallel=64)
+
+
+async def test_killing_a_binder_with_binds_in_flight_loses_nothing(
+    make_sim: Any, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+) -> None:
+    sim: Emulator = make_sim(nodes=["200:cpu=32,memory=128Gi,pods=110"], latency=["binding=100ms"])
+    kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+    stack = _stack(tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, binders=2, ack_wait=3.0)
+    await asyncio.get_running_loop().run_in_executor(None, stack.start)
+    kube = KubeClient(KubeConfig.load(kubeconfig))
+    try:
+        await ensure_queues(kube, {"default": 1})
+        tracker = Tracker()
+        watcher = asyncio.create_task(watch_binds(kube, tracker))
+        jobs = [JobSpec(f"j{j:03d}", "default", 20, cpu="1", memory="1Gi") for j in range(100)]
+        await _run_workload(kube, "kill", jobs, tracker)
+        await poll(lambda: len(tracker.bound) >= 200, timeout=60)
+        victim = stack.replica("binder-1")
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        killed_at = len(tracker.bound)
+        await poll(lambda: len(tracker.bound) >= 2000, timeout=120)
+        watcher.cancel()
+        assert killed_at < 2000, "the binder was killed after everything was bound: nothing was in flight"
+        results = await _results(nats_url, stack)
+        conflicts = [k for k, n in results.items() if k[1] in ("conflict", "failed")]
+        assert not conflicts, conflicts[:5]
+        assert {pod for pod, outcome in results if outcome == "done"} == set(tracker.bound)
+    finally:
+        await kube.close()
+        stack.stop()
+
+
+async def _leader(nats_url: str, stack: LocalStack, role: str) -> str:
+    nc = await nats.connect(nats_url)
+    try:
+        kv = await nc.jetstream().key_value(stack.names.leader_bucket)
+        entry = await kv.get(role)
+        return (entry.value or b"").decode()
+    except Exception:  # no leader yet
+        return ""
+    finally:
+        await nc.close()
+
+
+async def test_scheduler_and_cache_restarts_lose_and_duplicate_nothing(
+    make_sim: Any, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+) -> None:
+    sim: Emulator = make_sim(nodes=["100:cpu=32,memory=128Gi,pods=110"])
+    kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+    stack = _stack(tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, replicas=2, leader_ttl=3.0)
+    await asyncio.get_running_loop().run_in_executor(None, stack.start)
+    kube = KubeClient(KubeConfig.load(kubeconfig))
+    try:
+        await ensure_queues(kube, {"default": 1})
+        tracker = Tracker()
+        watcher = asyncio.create_task(watch_binds(kube, tracker))
+        first = [JobSpec(f"a{j:02d}", "default", 10) for j in range(30)]
+        await _run_workload(kube, "restart", first, tracker)
+        await poll(lambda: len(tracker.bound) >= 100, timeout=60)
+        took = {}
+        for role in ("scheduler", "cache"):
+            leader = await poll(lambda r=role: _leader(nats_url, stack, r), timeout=10)
+            os.kill(stack.replica(leader).proc.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            new = await poll(lambda r=role, old=leader: _new_leader(nats_url, stack, r, old), timeout=15)
+            took[role] = time.monotonic() - killed
+            assert new != leader
+        second = [JobSpec(f"b{j:02d}", "default", 10) for j in range(30)]
+        await _run_workload(kube, "restart", second, tracker)
+        await poll(lambda: len(tracker.bound) >= 600, timeout=90)
+        watcher.cancel()
+        assert max(took.values()) < 10, took
+        results = await _results(nats_url, stack)
+        assert not [k for k in results if k[1] in ("conflict", "failed")]
+        assert {pod for pod, outcome in results if outcome == "done"} == set(tracker.bound)
+    finally:
+        await kube.close()
+        stack.stop()
+
+
+async def _new_leader(nats_url: str, stack: LocalStack, role: str, old: str) -> str:
+    now = await _leader(nats_url, stack, role)
+    return now if now and now != old else ""
