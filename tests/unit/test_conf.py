@@ -36,7 +36,8 @@ def test_explicit_flags_are_kept() -> None:
 
 def test_every_extension_point_flag_is_a_known_option() -> None:
     for point in POINTS.values():
-        assert point.flag is None or point.flag in FLAGS, point.name
+        flags = point.flag if isinstance(point.flag, tuple) else (point.flag,)
+        assert all(flag is None or flag in FLAGS for flag in flags), point.name
 
 
 def test_actions_are_a_comma_separated_string_in_order() -> None:
@@ -103,8 +104,9 @@ configurations:
 
 
 def test_unknown_names_list_the_known_ones() -> None:
-    errors = errors_of("actions: shuffle\ntiers:\n- plugins:\n  - name: tdm\n")
-    assert errors[0] == "actions[0]: unknown action 'shuffle' (known: allocate, backfill, enqueue)"
+    errors = errors_of("actions: teleport\ntiers:\n- plugins:\n  - name: tdm\n")
+    known = "allocate, backfill, enqueue, preempt, reclaim, shuffle"
+    assert errors[0] == f"actions[0]: unknown action 'teleport' (known: {known})"
     assert errors[1].startswith("tiers[0].plugins[0].name: unknown plugin 'tdm' (known: binpack, ")
     for name in PLUGINS:
         assert name in errors[1]
