@@ -1,9 +1,10 @@
-"""Per-task scratch state shared between a plugin's pre_predicate and its simulate hooks.
+"""Per-task scratch state that plugins fill and their simulate hooks change.
 
 Kube-scheduler's CycleState, as Volcano uses it for topology-aware preemption: plugins write
-their view (queue accounting, affinity counts) in ``pre_predicate``; the dry run clones the state
-once per candidate node and the simulate hooks change the clone as victims are removed and
-reprieved, so no node's trial leaks into another's.
+their view (queue accounting, affinity counts) in PrePredicate (here the ``cycle_state``
+extension point, asked right after pre_predicate); the dry run clones the state once per
+candidate node and the simulate hooks change the clone as victims are removed and reprieved, so
+no node's trial leaks into another's.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ class CycleState:
 class LazyCopy(Generic[T]):
     """A copy of live plugin data, taken on first use instead of when written.
 
-    Pre_predicate runs for every task allocate considers, but only preemption reads the state,
-    right after its own pre_predicate call with nothing changed in between; copying on first use
-    therefore sees the same data as copying at write time, without paying for every task.
+    The dry run reads the state right after it is filled, with nothing changed in between, so
+    copying on first use sees the same data as copying at write time; nodes whose trial never
+    reaches a hook copy nothing.
     """
 
     __slots__ = ("_dup", "_source", "_value")

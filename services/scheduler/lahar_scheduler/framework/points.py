@@ -74,7 +74,10 @@ POINTS: dict[str, Point] = {
         Point("target_job", "enableTargetJob", Combine.FIRST_RESULT),
         Point("reserved_nodes", "enableReservedNodes", Combine.NOTIFY),
         # Topology-aware preemption dry-runs victims on node copies through these hooks; they
-        # read and write the per-task CycleState that plugins fill in pre_predicate.
+        # read and write the preemptor's CycleState.  In Volcano plugins fill it in PrePredicate;
+        # here "cycle_state" callbacks (same flag) fill it when it is asked for, right after
+        # pre_predicate, so allocate never pays for states nobody reads.
+        Point("cycle_state", "enablePredicate", Combine.NOTIFY),
         Point("simulate_allocatable", "enabledAllocatable", Combine.ALL),
         Point("simulate_predicate", "enablePredicate", Combine.ALL_PASS),
         Point("simulate_add_task", _SIMULATE_TASK, Combine.ALL_PASS),

@@ -142,7 +142,6 @@ class Session:
         self._committed: set[int] = set()
         self._old_status: dict[str, tuple[str, list[Condition]]] = {}
         self.conditions: dict[str, list[Condition]] = {}
-        self.cycle_states: dict[str, CycleState] = {}
         for job in self.jobs.values():
             job.priority = snapshot.job_priority(job)
             job.reset_fit_errors()
@@ -372,9 +371,10 @@ class Session:
 
     # -- simulation for topology-aware preemption (state from cycle_state, cloned per node) --
     def cycle_state(self, task: TaskInfo) -> CycleState:
-        state = self.cycle_states.get(task.uid)
-        if state is None:
-            state = self.cycle_states[task.uid] = CycleState()
+        """A fresh CycleState for ``task``, as the plugins' PrePredicate would have left it."""
+        state = CycleState()
+        for fn in self._flat("cycle_state"):
+            fn(task, state)
         return state
 
     def _first_error(self, point: str, *args: Any) -> str | None:

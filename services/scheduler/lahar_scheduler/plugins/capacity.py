@@ -101,7 +101,7 @@ class CapacityPlugin(Plugin):
         ssn.add("allocatable", AllocatableWithBound(self.allocatable, self.shortfall))
         ssn.add("job_enqueueable", self.enqueueable)
         ssn.add("job_enqueued", self.enqueued)
-        ssn.add("pre_predicate", self.pre_predicate)
+        ssn.add("cycle_state", self.cycle_state)
         ssn.add("simulate_add_task", lambda state, _, task, node: self._simulate_move(state, task, +1))
         ssn.add("simulate_remove_task", lambda state, _, task, node: self._simulate_move(state, task, -1))
         ssn.add("simulate_allocatable", self.simulate_allocatable)
@@ -212,10 +212,9 @@ class CapacityPlugin(Plugin):
     def _allocations(self) -> Allocations:
         return {name: a.allocated for name, a in self.attrs.items()}
 
-    def pre_predicate(self, task: TaskInfo) -> None:
+    def cycle_state(self, task: TaskInfo, state: CycleState) -> None:
         # Only the allocations change in a dry run; the rest of the accounting is read live.
-        self.ssn.cycle_state(task).write(STATE_KEY, LazyCopy(self._allocations, copy_allocations))
-        return None
+        state.write(STATE_KEY, LazyCopy(self._allocations, copy_allocations))
 
     def _state(self, state: CycleState) -> Allocations | None:
         got = state.read(STATE_KEY)

@@ -65,9 +65,8 @@ class AffinityView:
 
 
 def register_simulation(ssn: Session, plugin: PredicatesPlugin) -> None:
-    def pre_predicate(task: TaskInfo) -> None:
-        ssn.cycle_state(task).write(STATE_KEY, AffinityView(plugin, task))
-        return None
+    def cycle_state(task: TaskInfo, state: CycleState) -> None:
+        state.write(STATE_KEY, AffinityView(plugin, task))
 
     def remove_task(state: CycleState, _: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
         view = _view(state)
@@ -93,7 +92,7 @@ def register_simulation(ssn: Session, plugin: PredicatesPlugin) -> None:
             return None
         return affinity_failure(plugin, view, task.pod, node.index)
 
-    ssn.add("pre_predicate", pre_predicate)
+    ssn.add("cycle_state", cycle_state)
     ssn.add("simulate_remove_task", remove_task)
     ssn.add("simulate_add_task", add_task)
     ssn.add("simulate_predicate", predicate)

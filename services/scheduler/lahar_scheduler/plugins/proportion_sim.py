@@ -1,10 +1,10 @@
 """proportion's what-if hooks for preemption.
 
-Topology-aware preemption: pre_predicate stores a copy of the queues' allocations in the
-preemptor's CycleState; the dry run moves victims' requests out of (and reprieved ones back
-into) their queue's ``allocated`` and asks whether the preemptor's queue may then take it:
-allocated + request ≤ deserved on the request's dimensions.  A missing state (pre_predicate
-disabled) makes every simulated check fail.
+Topology-aware preemption: the CycleState holds a copy of the queues' allocations (the
+state Volcano's PrePredicate writes); the dry run moves victims' requests out of (and reprieved
+ones back into) their queue's ``allocated`` and asks whether the preemptor's queue may then take
+it: allocated + request ≤ deserved on the request's dimensions.  A missing state (the plugin's
+enablePredicate off) makes every simulated check fail.
 
 Normal preemption: the allocatable callback also says how much the queue must free before the
 task fits (see ``AllocatableWithBound``): only the queue's own allocation shrinks with its
@@ -55,9 +55,8 @@ def register_simulation(ssn: Session, attrs: Attrs) -> None:
         got = state.read(STATE_KEY)
         return got.get() if isinstance(got, LazyCopy) else None
 
-    def pre_predicate(task: TaskInfo) -> None:
-        ssn.cycle_state(task).write(STATE_KEY, LazyCopy(allocations, copy_allocations))
-        return None
+    def cycle_state(_: TaskInfo, state: CycleState) -> None:
+        state.write(STATE_KEY, LazyCopy(allocations, copy_allocations))
 
     def allocatable(state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
         allocated = (own(state) or {}).get(queue.uid)
@@ -83,7 +82,7 @@ def register_simulation(ssn: Session, attrs: Attrs) -> None:
     def remove_task(state: CycleState, _: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
         return move(state, task, -1)
 
-    ssn.add("pre_predicate", pre_predicate)
+    ssn.add("cycle_state", cycle_state)
     ssn.add("simulate_allocatable", allocatable)
     ssn.add("simulate_add_task", add_task)
     ssn.add("simulate_remove_task", remove_task)
