@@ -104,6 +104,9 @@ def select_victims(
         have += victim.res_vec
         if _fits(ssn, state, queue, preemptor, node, have):
             break
+    # Only the predicate is required once every victim is gone (kube's SelectVictimsOnNode): a
+    # node where the queue still cannot take the preemptor stays a candidate, with every victim
+    # kept (none can be reprieved), as in Volcano.
     if not removed or ssn.simulate_predicate(state, preemptor, node) is not None:
         return None
     chosen: list[TaskInfo] = []
