@@ -233,3 +233,52 @@ def test_preemption_respects_capacity_allocatable(topology: bool) -> None:
     tier[2] = plugin("capacity", "enabledAllocatable", "enableQueueOrder")
     cfg = conf("preempt", tier, preempt={"enableTopologyAwarePreemption": topology})
     assert evicted(run(objs, cfg)) == ([] if topology else ["c1/victim"])
+
+
+@pytest.mark.parametrize(("request_", "bound_to"), [(res("1", "0G"), "n1"), (res("0", "1G"), "n2")])
+def test_admission_and_allocation_look_only_at_requested_dimensions(request_: dict[str, str], bound_to: str) -> None:
+    """q1 is over its capability in memory (pod1) and q2 in cpu (pod2); a job asking only for
+    the other dimension is still admitted and placed."""
+    objs = [
+        queue("q1", deserved=res("2", "2G"), capability=res("2", "2G")),
+        queue("q2", deserved=res("2", "2G"), capability=res("3", "3G")),
+        node("n1", "3", "3G"),
+        node("n2", "3", "3G"),
+        podgroup("pg1", "q1", 1, namespace="ns1", phase="Running", min_resources=res("1", "3G")),
+        podgroup("pg2", "q2", 1, namespace="ns1", phase="Running", min_resources=res("3", "1G")),
+        pod("pod1", "pg1", res("1", "3G"), "n1", namespace="ns1"),
+        pod("pod2", "pg2", res("3", "1G"), "n2", namespace="ns1"),
+    ]
+    q = "q1" if request_.get("cpu") == "1" else "q2"
+    objs += [
+        podgroup("pg3", q, 1, namespace="ns1", phase="Pending", min_resources=request_),
+        pod("pod3", "pg3", request_, namespace="ns1"),
+    ]
+    cfg = conf(
+        "enqueue, allocate",
+        [plugin("capacity", "enabledAllocatable", "enablePreemptive", "enabledOverused", "enableJobEnqueued")],
+    )
+    assert run(objs, cfg).binds == {"ns1/pod3": bound_to}
+
+
+def test_no_reclaim_on_a_dimension_the_victims_queue_does_not_use() -> None:
+    """queue14 deserves 2 gpu but uses none, so its cpu/memory task p22 is not over deserved on a
+    gpu-relevant dimension; queue16's reclaimer cannot take it (volcano-sh/volcano#4918)."""
+    gpu = "nvidia.com/gpu"
+    objs = [
+        queue("queue14", deserved=res("2", "4Gi", {gpu: "2"})),
+        queue("queue15"),
+        queue("queue16", deserved=res("2", "4Gi", {gpu: "2"})),
+        node("n7", "4", "8Gi", scalars={gpu: "4"}),
+        podgroup("pg22", "queue14", 1, namespace="ns1", phase="Running"),
+        podgroup("pg23", "queue15", 1, namespace="ns1", phase="Running"),
+        podgroup("pg24", "queue16", 1, namespace="ns1", phase="Running"),
+        podgroup("pg25", "queue16", 1, namespace="ns1"),
+        pod("p22", "pg22", res("2", "4Gi"), "n7", namespace="ns1"),
+        pod("p23", "pg23", res("0", "0Gi", {gpu: "1"}), "n7", namespace="ns1"),
+        pod("p24", "pg24", res("2", "1Gi", {gpu: "1"}), "n7", namespace="ns1"),
+        pod("p25", "pg25", res("2", "3Gi", {gpu: "1"}), namespace="ns1"),
+    ]
+    out = run(objs, capacity_conf(priority=False, actions="allocate, reclaim"))
+    assert evicted(out) == []
+    assert out.pipelined == {}
