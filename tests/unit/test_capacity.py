@@ -282,3 +282,27 @@ def test_no_reclaim_on_a_dimension_the_victims_queue_does_not_use() -> None:
     out = run(objs, capacity_conf(priority=False, actions="allocate, reclaim"))
     assert evicted(out) == []
     assert out.pipelined == {}
+
+
+def test_inqueue_job_with_binding_tasks_reserves_only_what_it_still_lacks() -> None:
+    """A job whose tasks are bound (still Binding in the snapshot) keeps no inqueue reservation
+    beyond max(0, minResources − allocated), so the next job is admitted (SKIPPED.md §2.8)."""
+    from lahar_scheduler.core import run_session
+    from lahar_scheduler.simulation import Cluster
+
+    objs = [
+        queue("q1", capability=res("4", "8Gi")),
+        node("n1", "4", "8Gi"),
+        podgroup("job-a", "q1", 3, min_resources=res("3", "3Gi")),
+        *(pod(f"a-{i}", "job-a", res("1", "1Gi")) for i in range(3)),
+    ]
+    snapshot = Cluster(objs).snapshot()
+    cfg = conf("enqueue, allocate", [plugin("capacity", "enabledAllocatable", "enableJobEnqueued", "enableQueueOrder")])
+    first = run_session(snapshot, cfg)
+    assert len(first.binds) == 3
+    later = Cluster([podgroup("job-b", "q1", 1, phase="Pending", min_resources=res("1", "1Gi"))]).podgroups
+    for pg in later.values():
+        snapshot.upsert_podgroup(pg)
+    snapshot.upsert_pod(pod("b-0", "job-b", res("1", "1Gi")))
+    second = run_session(snapshot, cfg, uid="second")
+    assert [t.key for t, _ in second.binds] == ["c1/b-0"]

@@ -4,7 +4,8 @@ The bound is a vectorised necessary condition: a node can satisfy Volcano's Vali
 (future idle + Σ victims ≥ request) only if future idle + Σ every task that could ever be a
 victim there covers the request.  Victims are always a subset of those tasks, so skipping nodes
 that fail the bound changes no outcome; it saves walking their tasks and calling the victim
-plugins, which is what makes preemption affordable on large clusters.
+plugins, which is what makes preemption affordable on large clusters.  The same sums answer
+whether a node's evictable tasks could free a queue's shortfall (``need_vector``).
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def preempt_nodes(ssn: Session, task: TaskInfo) -> IntArray:
 class VictimBound:
     """Per node, Σ resources of the tasks some kind of eviction may take, kept fresh as nodes change.
 
-    ``select(task)`` names which tasks count (by queue key); values are cached per key and only
-    the rows of nodes that changed are recomputed (see RowCache).
+    ``counts(task, key)`` says whether a task on a node counts for a key (a queue name); the sums
+    are cached per key and only the rows of nodes that changed are recomputed (see RowCache).
     """
 
     def __init__(self, ssn: Session, counts: Callable[[TaskInfo, str], bool]) -> None:
