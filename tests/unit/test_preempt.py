@@ -406,7 +406,11 @@ def test_topology_path_picks_the_node_with_the_least_important_victim(seed: int)
     assert out.pipelined == {"c1/preemptor1": "n2"}
 
 
-def test_topology_anti_affinity_victim_is_the_one_removed() -> None:
+@BOTH
+def test_topology_anti_affinity_victim_is_the_one_removed(topology: bool) -> None:
+    """Only the topology-aware path can see past a victim's anti-affinity: its dry run removes
+    the victim from the affinity view.  The normal path's PredicateFn keeps the view the
+    preemptor's pre_predicate took, so evicting on that node never helps and nothing happens."""
     anti = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -426,7 +430,8 @@ def test_topology_anti_affinity_victim_is_the_one_removed() -> None:
         pod("preemptee2", "pg1", res("1", "1G"), "n1", labels={**PREEMPTABLE, "test": "test"}, affinity=anti),
         pod("preemptor1", "pg3", res("1", "1G"), labels={"test": "test"}, affinity=anti),
     ]
-    assert evicted(run(objs, preempt_conf(True, predicates=True))) == ["c1/preemptee2"]
+    want = ["c1/preemptee2"] if topology else []
+    assert evicted(run(objs, preempt_conf(topology, predicates=True))) == want
 
 
 def test_gang_actions_are_rejected_as_unsupported() -> None:
@@ -489,3 +494,37 @@ def test_evicted_pod_frees_its_slot_for_the_pod_count_predicate() -> None:
     out = run(objs, conf("allocate, preempt", tier))
     assert evicted(out) == ["c1/preemptee1"]
     assert out.pipelined == {"c1/preemptor1": "n1"}
+
+
+def test_a_pod_evicted_earlier_in_the_session_no_longer_blocks_by_anti_affinity() -> None:
+    """The predicates plugin's pod view drops evicted pods (Deallocate).  The repeller's
+    anti-affinity keeps app=web pods out of zone a; the job's first task (no label) evicts it,
+    after which the second task (app=web) may preempt on the other node of the zone."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+            ]
+        }
+    }
+    objs = [
+        HIGH,
+        LOW,
+        queue("q1"),
+        node("n1", "1", "1G", labels={"zone": "a"}),
+        node("n2", "1", "1G", labels={"zone": "a"}),
+        podgroup("pg-low", "q1", 0, priority_class="low-priority"),
+        podgroup("pg-high", "q1", 2, priority_class="high-priority"),
+        pod("repeller", "pg-low", res("1", "1G"), "n1", affinity=anti),
+        pod("filler", "pg-low", res("1", "1G"), "n2"),
+        pod("plain", "pg-high", res("1", "1G"), priority=10),
+        pod("web", "pg-high", res("1", "1G"), labels={"app": "web"}, priority=1),
+    ]
+    tier = [
+        plugin("gang", "enablePreemptable", "enableJobPipelined", "enableJobStarving"),
+        plugin("priority", "enableTaskOrder", "enableJobOrder", "enablePreemptable"),
+        plugin("predicates", "enablePredicate"),
+    ]
+    out = run(objs, conf("preempt", tier))
+    assert evicted(out) == ["c1/filler", "c1/repeller"]
+    assert out.pipelined == {"c1/plain": "n1", "c1/web": "n2"}

@@ -180,6 +180,10 @@ class PredicatesPlugin(Plugin):
         # Allocate/Deallocate events (an evicted pod leaves the view, as in Volcano's plugin).
         self.pods = ssn.nodes.pod_count.copy()
         self._node_of: dict[int, int] = {}
+        # Pods deallocated (evicted) this session.  Affinity and spreading read the view as of
+        # the task's pre_predicate (kube's PreFilter state): evictions made while trying that
+        # task do not count until its next pre_predicate; the pod count is read live.
+        self._gone: set[int] = set()
 
         def on_allocate(task: TaskInfo) -> None:
             # Entries whose task left its node are skipped when read (they have no node_name).
@@ -189,6 +193,7 @@ class PredicatesPlugin(Plugin):
             if node is not None:
                 self.pods[node.index] += 1
                 self._node_of[id(task)] = node.index
+            self._gone.discard(id(task))
 
         def on_deallocate(task: TaskInfo) -> None:
             # An un-allocated task has lost its node name by now: use where it was allocated.
@@ -198,8 +203,15 @@ class PredicatesPlugin(Plugin):
                 index = node.index if node is not None else None
             if index is not None:
                 self.pods[index] -= 1
+            # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
+            self._gone.add(id(task))
+
+        def pre_predicate(_: TaskInfo) -> None:
+            if self._gone or self.topo.hidden:
+                self.topo.hidden = set(self._gone)
 
         ssn.add("predicate", _Callback(self))
+        ssn.add("pre_predicate", pre_predicate)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, self)
 
@@ -351,6 +363,8 @@ class PredicatesPlugin(Plugin):
         meta = task.pod.metadata
         for other in self.anti.values():
             if other is task or not other.node_name or other.node_name not in self.table.by_name:
+                continue
+            if id(other) in self.topo.hidden:
                 continue
             node = self.table.by_name[other.node_name]
             for term in _required_terms(other.pod, anti=True):

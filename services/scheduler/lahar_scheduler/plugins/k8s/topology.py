@@ -37,6 +37,8 @@ class TopologyIndex:
         self.table = table
         self.namespace_labels = namespace_labels
         self._domains: dict[str, Domains] = {}
+        # Tasks (by id) an owner wants left out of ``placed`` although still on a node.
+        self.hidden: set[int] = set()
 
     def domains(self, key: str) -> Domains:
         d = self._domains.get(key)
@@ -46,9 +48,11 @@ class TopologyIndex:
 
     def placed(self) -> Iterator[tuple[TaskInfo, int]]:
         """Every pod on a node (tentative placements of this session included)."""
+        hidden = self.hidden
         for node in self.table.infos:
             for t in node.tasks.values():
-                yield t, node.index
+                if id(t) not in hidden:
+                    yield t, node.index
 
     def namespaces_of(self, pod: Pod, term: PodAffinityTerm) -> set[str] | None:
         names = term_namespaces(pod, term)
