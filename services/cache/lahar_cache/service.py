@@ -213,9 +213,12 @@ class CacheService:
         attrs = {"lahar.kind": d.kind, "lahar.op": d.op, "lahar.key": d.key, "lahar.rv": d.rv}
         if d.kind == "pods":
             attrs["lahar.pod"] = d.key
-        with self.tracer.start_as_current_span("cache.delta", kind=trace.SpanKind.PRODUCER, attributes=attrs):
-            headers: dict[str, str] = {"Nats-Msg-Id": f"{d.kind}/{d.key}/{d.rv}/{d.op}"}
-            propagate.inject(headers)
+        # start_span and an explicit context, not start_as_current_span: nothing runs inside the
+        # span, and skipping the context switch halves its cost on the cache's hottest path.
+        span = self.tracer.start_span("cache.delta", kind=trace.SpanKind.PRODUCER, attributes=attrs)
+        headers: dict[str, str] = {"Nats-Msg-Id": f"{d.kind}/{d.key}/{d.rv}/{d.op}"}
+        propagate.inject(headers, context=trace.set_span_in_context(span))
+        span.end()
         return Outgoing(self.names.delta_subject(d.kind), encode(d), headers)
 
 

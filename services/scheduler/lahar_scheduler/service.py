@@ -251,9 +251,10 @@ class SchedulerService:
         change = apply_delta(self.snapshot, delta, obj)
         if delta.kind == "pods":
             self._confirm(delta)
-            ctx = trace.get_current_span(propagate.extract(msg.headers or {})).get_span_context()
-            if ctx.is_valid and delta.op == "ADDED":
-                self._links[delta.key] = ctx
+            if delta.op == "ADDED":  # the creation is what a session's span links to
+                ctx = trace.get_current_span(propagate.extract(msg.headers or {})).get_span_context()
+                if ctx.is_valid:
+                    self._links[delta.key] = ctx
         if change.pending or change.freed:
             self.trigger.set()
 

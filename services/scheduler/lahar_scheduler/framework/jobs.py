@@ -178,7 +178,9 @@ class TaskInfo:
         "uid",
     )
 
-    def __init__(self, pod: Pod, job_id: str, resreq: Resource, init_resreq: Resource) -> None:
+    def __init__(
+        self, pod: Pod, job_id: str, resreq: Resource, init_resreq: Resource, nonzero: FloatArray | None = None
+    ) -> None:
         meta = pod.metadata
         self.pod = pod
         self.uid = meta.uid or f"{meta.namespace}-{meta.name}"
@@ -204,7 +206,7 @@ class TaskInfo:
         self.res_vec: FloatArray = np.zeros(0)
         self.init_vec: FloatArray = np.zeros(0)
         self.fit_cols: IntArray = np.zeros(0, dtype=np.intp)
-        self.nonzero_vec: FloatArray = nonzero_request(pod)
+        self.nonzero_vec: FloatArray = nonzero_request(pod) if nonzero is None else nonzero
 
     def __repr__(self) -> str:
         return f"Task({self.namespace}/{self.name} {self.status} {self.node_name})"

@@ -208,17 +208,29 @@ class Snapshot:
     def _is_ours(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.scheduler_names
 
-    def upsert_pod(self, pod: Pod, reqs: tuple[Resource, Resource] | None = None) -> TaskInfo | None:
+    def upsert_pod(
+        self, pod: Pod, reqs: tuple[Resource, Resource] | None = None, previous: TaskInfo | None = None
+    ) -> TaskInfo | None:
+        """Add or replace a pod's task.  ``previous`` is the task this pod replaces, if any: when
+        only its node, status or other fields outside requests and placement changed (a bind, a
+        phase change), its derived requests and vectors are reused rather than recomputed."""
         key = _pod_key(pod)
         self.delete_pod(pod.metadata.namespace, pod.metadata.name)
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
         ours = self._is_ours(pod)
         if not pod.spec.node_name and not ours:
             return None
+        same = previous if previous is not None and self._same_shape(previous, pod) else None
+        if same is not None:
+            reqs = (same.resreq, same.init_resreq)
         resreq, init = reqs if reqs is not None else pod_requests(pod)
         job_id = f"{pod.metadata.namespace}/{group}" if group and ours else ""
-        task = TaskInfo(pod, job_id, resreq, init)
-        self._vectorise(task)
+        task = TaskInfo(pod, job_id, resreq, init, None if same is None else same.nonzero_vec)
+        if same is None:
+            self._vectorise(task)
+        else:
+            task.res_vec, task.init_vec, task.fit_cols = same.res_vec, same.init_vec, same.fit_cols
+            task.template_key = same.template_key
         if job_id:
             job = self.jobs.get(job_id)
             if job is None:
@@ -231,6 +243,18 @@ class Snapshot:
         if node is not None and task.status not in TERMINAL_STATUSES:
             self._table.add_task(node, task)
         return task
+
+    def _same_shape(self, old: TaskInfo, pod: Pod) -> bool:
+        """Whether ``pod`` has the requests and placement terms ``old`` was derived from."""
+        if old.uid != (pod.metadata.uid or f"{pod.metadata.namespace}-{pod.metadata.name}"):
+            return False
+        if len(old.res_vec) != len(self.space):
+            return False
+        was = old.pod
+        if was.metadata.labels != pod.metadata.labels or was.metadata.annotations != pod.metadata.annotations:
+            return False
+        # msgspec compares the nested specs in C: far cheaper than re-deriving requests.
+        return msgspec.structs.replace(pod.spec, node_name=was.spec.node_name) == was.spec
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
         key = f"{namespace}/{name}"
