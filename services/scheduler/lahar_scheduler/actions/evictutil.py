@@ -138,14 +138,15 @@ def preemptable_in_queue(ssn: Session) -> Callable[[TaskInfo, str], bool]:
     return counts
 
 
-def reclaimable_anywhere(ssn: Session) -> Callable[[TaskInfo, str], bool]:
-    """Tasks reclaim may evict: Running, preemptable, in a reclaimable queue (any queue: a superset)."""
+def reclaimable_elsewhere(ssn: Session) -> Callable[[TaskInfo, str], bool]:
+    """Tasks reclaim may evict for a reclaimer of queue ``key``: Running, preemptable, in another
+    queue that is reclaimable."""
 
-    def counts(t: TaskInfo, _: str) -> bool:
+    def counts(t: TaskInfo, key: str) -> bool:
         if t.status != S.RUNNING or not t.preemptable:
             return False
         job = ssn.jobs.get(t.job)
-        return job is not None and ssn.queues[job.queue].reclaimable
+        return job is not None and job.queue != key and ssn.queues[job.queue].reclaimable
 
     return counts
 

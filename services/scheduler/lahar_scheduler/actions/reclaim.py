@@ -19,7 +19,7 @@ from lahar_scheduler.actions.evictutil import (
     fits_vector,
     pending_tasks,
     preempt_nodes,
-    reclaimable_anywhere,
+    reclaimable_elsewhere,
     shape_key,
     victims_cover,
 )
@@ -40,7 +40,7 @@ class ReclaimAction(Action):
     name = "reclaim"
 
     def execute(self, ssn: Session) -> None:
-        self.bound = VictimBound(ssn, reclaimable_anywhere(ssn))
+        self.bound = VictimBound(ssn, reclaimable_elsewhere(ssn))
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -94,7 +94,7 @@ class ReclaimAction(Action):
             stmt.discard()
 
     def reclaim_for_task(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
-        possible = self.bound.candidates(task, "")
+        possible = self.bound.candidates(task, job.queue)
         if not possible.any():
             return False
         for i in preempt_nodes(ssn, task).tolist():
