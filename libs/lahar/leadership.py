@@ -24,16 +24,23 @@ async def lead(
     ttl: float,
     stop: asyncio.Event,
     act: Callable[[asyncio.Event, int], Awaitable[None]],
+    campaigning: asyncio.Event | None = None,
 ) -> None:
     """Campaign for ``role``; while leading, run ``act(lost_or_stop, fencing_token)``.
+
+    ``campaigning`` is set once this replica is a candidate (the lease bucket is usable), so a
+    readiness check can tell a waiting standby from a replica that cannot campaign at all.
 
     ``act`` must return promptly once its event is set (leadership lost, or shutting down).
     Leadership can come back later: ``act`` is then run again.
     """
     from lahar.adapters.leader import LeaderElection  # type: ignore[import-not-found,unused-ignore]
 
-    election = LeaderElection(js, names.leader_bucket, role, identity=identity, ttl=ttl)
+    # The lease TTL is deployment configuration: the replica started last sets it for the bucket.
+    election = LeaderElection(js, names.leader_bucket, role, identity=identity, ttl=ttl, reconfigure=True)
     async with election:
+        if campaigning is not None:
+            campaigning.set()
         while not stop.is_set():
             token = await _until(election.wait_until_leader(), stop)
             if token is None:

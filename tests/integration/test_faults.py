@@ -55,6 +55,21 @@ async def _results(nats_url: str, stack: LocalStack) -> Counter[tuple[str, str]]
     return out
 
 
+async def _settled_results(nats_url: str, stack: LocalStack, bound: set[str]) -> Counter[tuple[str, str]]:
+    """The results once every bound pod has one: a binder reports a group's outcomes after the
+    last of its binds returns, so the last pods can be seen bound a moment before."""
+
+    async def covered() -> Counter[tuple[str, str]] | None:
+        results = await _results(nats_url, stack)
+        return results if bound <= {pod for pod, _ in results} else None
+
+    try:
+        got: Counter[tuple[str, str]] = await poll(covered, timeout=30, interval=0.2)
+    except AssertionError:
+        return await _results(nats_url, stack)  # the assertions that follow say what is missing
+    return got
+
+
 async def _run_workload(kube: KubeClient, ns: str, jobs: list[JobSpec], tracker: Tracker) -> None:
     await submit(kube, ns, jobs, tracker, parallel=64)
 
@@ -80,7 +95,7 @@ async def test_killing_a_binder_with_binds_in_flight_loses_nothing(
         await poll(lambda: len(tracker.bound) >= 2000, timeout=120)
         watcher.cancel()
         assert killed_at < 2000, "the binder was killed after everything was bound: nothing was in flight"
-        results = await _results(nats_url, stack)
+        results = await _settled_results(nats_url, stack, set(tracker.bound))
         conflicts = [k for k, n in results.items() if k[1] in ("conflict", "failed")]
         assert not conflicts, conflicts[:5]
         assert {pod for pod, outcome in results if outcome == "done"} == set(tracker.bound)
@@ -129,7 +144,7 @@ async def test_scheduler_and_cache_restarts_lose_and_duplicate_nothing(
         await poll(lambda: len(tracker.bound) >= 600, timeout=90)
         watcher.cancel()
         assert max(took.values()) < 10, took
-        results = await _results(nats_url, stack)
+        results = await _settled_results(nats_url, stack, set(tracker.bound))
         assert not [k for k in results if k[1] in ("conflict", "failed")]
         assert {pod for pod, outcome in results if outcome == "done"} == set(tracker.bound)
     finally:

@@ -201,6 +201,16 @@ async def test_bucket_is_created_idempotently_and_checked(jetstream: JetStreamCo
             pass
 
 
+async def test_reconfigure_adopts_the_new_ttl(jetstream: JetStreamContext, lahar_prefix: str) -> None:
+    """State left by a run with another lease TTL must not stop the services (``lead`` reconfigures)."""
+    bucket = f"{lahar_prefix}_retuned"
+    await ensure_lease_bucket(jetstream, bucket, 5.0)
+    async with LeaderElection(jetstream, bucket, KEY, "x", ttl=10.0, reconfigure=True) as leader:
+        assert await leader.try_acquire()
+        status = await (await jetstream.key_value(bucket)).status()
+        assert (status.history, status.ttl) == (1, 10.0)
+
+
 def test_bad_arguments_are_all_reported(jetstream: JetStreamContext) -> None:
     with pytest.raises(LeaderElectionError) as caught:
         LeaderElection(jetstream, "bad.bucket", "bad key", " ", ttl=0, retry_interval=0)

@@ -61,9 +61,15 @@ def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-async def ensure_lease_bucket(js: JetStreamContext, bucket: str, ttl: float) -> KeyValue:
-    """The bucket, created with ``history=1`` and ``ttl`` if missing; an existing bucket must have
-    that configuration (several candidates may create it at once: identical creates succeed)."""
+async def ensure_lease_bucket(js: JetStreamContext, bucket: str, ttl: float, *, reconfigure: bool = False) -> KeyValue:
+    """The bucket, created with ``history=1`` and ``ttl`` if missing (several candidates may
+    create it at once: identical creates succeed).
+
+    An existing bucket with another configuration is an error, unless ``reconfigure``: then it is
+    changed to this one, so that a rollout of a new lease TTL (or a restart on old state) takes
+    effect rather than stopping every replica.  Replicas still on the old TTL renew every third of
+    it, so they keep their lease as long as the new TTL exceeds that.
+    """
     try:
         kv = await js.key_value(bucket)
     except nats.js.errors.BucketNotFoundError:
@@ -72,12 +78,19 @@ async def ensure_lease_bucket(js: JetStreamContext, bucket: str, ttl: float) -> 
         except nats.js.errors.BadRequestError:  # made meanwhile with another configuration
             kv = await js.key_value(bucket)
     status = await kv.status()
-    if status.history != 1 or status.ttl is None or abs(status.ttl - ttl) > 1e-3:
+    if status.history == 1 and status.ttl is not None and abs(status.ttl - ttl) <= 1e-3:
+        return kv
+    found = f"bucket {bucket!r}: exists with ttl={status.ttl}s and history={status.history}"
+    if not reconfigure:
         raise LeaderElectionError(
-            f"bucket {bucket!r}: exists with ttl={status.ttl}s and history={status.history}; a lease of "
-            f"ttl={ttl}s needs ttl={ttl}s and history=1 (use another bucket or the same ttl)"
+            f"{found}; a lease of ttl={ttl}s needs ttl={ttl}s and history=1 (use another bucket or the same ttl)"
         )
-    return kv
+    log.warning("%s; changing it to ttl=%ss and history=1", found, ttl)
+    info = await js.stream_info(f"KV_{bucket}")
+    config = info.config
+    config.max_age, config.max_msgs_per_subject = ttl, 1
+    await js.update_stream(config)
+    return await js.key_value(bucket)
 
 
 class LeaderElection:
@@ -99,7 +112,9 @@ class LeaderElection:
         retry_interval: float | None = None,
         on_elected: Callable[[int], None] | None = None,
         on_lost: Callable[[], None] | None = None,
+        reconfigure: bool = False,
     ) -> None:
+        self._reconfigure = reconfigure
         self._renew_interval = ttl / 3 if renew_interval is None else renew_interval
         self._retry_interval = ttl / 3 if retry_interval is None else retry_interval
         _check_arguments(bucket, key, identity, ttl, self._renew_interval, self._retry_interval)
@@ -306,7 +321,7 @@ class LeaderElection:
 
     async def _kv_bucket(self) -> KeyValue:
         if self._kv is None:
-            self._kv = await ensure_lease_bucket(self._js, self._bucket, self._ttl)
+            self._kv = await ensure_lease_bucket(self._js, self._bucket, self._ttl, reconfigure=self._reconfigure)
         return self._kv
 
     async def _wait_or_fail(self, event: asyncio.Event) -> None:

@@ -28,6 +28,8 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     leading = {"now": False}
     # A standby is ready (it is waiting its turn); a leader once it has listed every kind.
     ctx.health.add_check("watching", lambda: not leading["now"] or current[-1].ready.is_set())
+    campaigning = asyncio.Event()  # ready only once the lease bucket is usable
+    ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
 
     async def act(ended: asyncio.Event, fence: int) -> None:
@@ -40,7 +42,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
             leading["now"] = False
 
     try:
-        await lead(nc.jetstream(), names, "cache", opts.replica(), opts.leader_ttl, ctx.stopping, act)
+        await lead(nc.jetstream(), names, "cache", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
     finally:
         await kube.close()
         await nc.close()

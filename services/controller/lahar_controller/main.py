@@ -24,6 +24,8 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     nc = await nats.connect(opts.nats_url, name=f"lahar-controller-{opts.replica()}", max_reconnect_attempts=-1)
     rc = aioredis.from_url(opts.redis_url)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
+    campaigning = asyncio.Event()  # ready only once the lease bucket is usable
+    ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
 
     async def act(ended: asyncio.Event, fence: int) -> None:
@@ -31,7 +33,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
         await svc.run(either(ended, ctx.stopping))
 
     try:
-        await lead(nc.jetstream(), names, "controller", opts.replica(), opts.leader_ttl, ctx.stopping, act)
+        await lead(nc.jetstream(), names, "controller", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
     finally:
         await kube.close()
         await nc.close()

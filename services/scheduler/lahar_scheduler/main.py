@@ -49,6 +49,8 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
     leading = {"now": False}
     svc.is_leader = lambda: leading["now"]
     ctx.health.add_check("snapshot", svc.ready.is_set)
+    campaigning = asyncio.Event()  # ready only once the lease bucket is usable
+    ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
     runner = asyncio.create_task(svc.run(ctx.stopping))
 
@@ -62,7 +64,7 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
         leading["now"] = False
 
     try:
-        await lead(js, names, "scheduler", opts.replica(), opts.leader_ttl, ctx.stopping, act)
+        await lead(js, names, "scheduler", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
         await runner
     finally:
         runner.cancel()

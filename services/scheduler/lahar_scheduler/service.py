@@ -5,6 +5,11 @@ in the sequence means something was missed, so it loads the mirror again.  Sessi
 ``period`` and early (debounced) when pods arrive or resources are freed.  Committed binds stay
 *assumed* in the snapshot until the cache shows the pod bound, or a binder reports a failure.
 Only the leader runs sessions; standbys keep a warm snapshot.
+
+A session is pure, synchronous work that can take seconds on a large cluster, so it runs in a
+worker thread: the event loop stays free to renew the leader lease, read acks and keep the NATS
+connection alive.  ``snapshot_lock`` keeps every other change to the snapshot (deltas, results,
+resyncs) waiting meanwhile; deltas queue up in the inbox and are applied after the session.
 """
 
 from __future__ import annotations
@@ -136,6 +141,7 @@ class SchedulerService:
         self._delta_sub: Any = None
         self._resync_needed = False
         self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
+        self.snapshot_lock = asyncio.Lock()  # held while the snapshot changes or a session reads it
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -166,9 +172,10 @@ class SchedulerService:
         while not self.inbox.empty():  # deltas of the old subscription: the mirror covers them
             self.inbox.get_nowait()
         seq, objects = await self.mirror.load(KINDS)
-        self.snapshot = self._build(objects)
-        self.seq = seq
-        self._reassume()
+        async with self.snapshot_lock:
+            self.snapshot = self._build(objects)
+            self.seq = seq
+            self._reassume()
         self.metrics.resyncs.inc()
         self._delta_sub = await self.js.subscribe(
             self.names.delta_subjects,
@@ -217,8 +224,9 @@ class SchedulerService:
             batch = [msg]
             while len(batch) < 512 and not self.inbox.empty():
                 batch.append(self.inbox.get_nowait())
-            for m in batch:
-                await self._apply(m)
+            async with self.snapshot_lock:
+                for m in batch:
+                    await self._apply(m)
             await asyncio.sleep(0)
 
     async def _apply(self, msg: Msg) -> None:
@@ -302,7 +310,8 @@ class SchedulerService:
         if res.kind != "bind" or res.outcome == "done":
             return
         key = f"{res.namespace}/{res.name}"
-        self._forget(key, f"bind {res.outcome}: {res.message}")
+        async with self.snapshot_lock:
+            self._forget(key, f"bind {res.outcome}: {res.message}")
 
     def _forget(self, key: str, why: str) -> None:
         if self.assumed.pop(key, None) is None:
@@ -341,15 +350,11 @@ class SchedulerService:
     async def session(self) -> SessionResult:
         self.sessions += 1
         uid = f"{self.names.prefix}-{int(self.clock() * 1000)}-{self.sessions}"
-        self.snapshot.now = self.clock()
+        self.snapshot.now = now = self.clock()
+        stamp = datetime.now(UTC).isoformat()
         started = time.perf_counter()
-        with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
-            result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
-            span.set_attribute("lahar.binds", len(result.binds))
-            stamp = datetime.now(UTC).isoformat()
-            out = decisions(result, uid, self.fence, self.sent, stamp, self.clock())
-            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
-            batch = self._outgoing(result, out)
+        async with self.snapshot_lock:
+            result, out, batch = await asyncio.to_thread(self._decide, uid, stamp, now)
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
         now = self.clock()
@@ -375,6 +380,15 @@ class SchedulerService:
         self.metrics.binds.inc(len(result.binds))
         self.metrics.evictions.inc(len(out.evictions))
         return result
+
+    def _decide(self, uid: str, stamp: str, now: float) -> tuple[SessionResult, Decisions, list[Outgoing]]:
+        """The session and its messages: runs in a worker thread while ``snapshot_lock`` is held."""
+        with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
+            result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
+            span.set_attribute("lahar.binds", len(result.binds))
+            out = decisions(result, uid, self.fence, self.sent, stamp, now)
+            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
+            return result, out, self._outgoing(result, out)
 
     def _gauges(self) -> None:
         pending = placed = 0
