@@ -10,6 +10,7 @@ for deduplication, then writes the batch to Redis together with the last stream 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Iterable
@@ -203,8 +204,8 @@ class CacheService:
             except Exception as exc:
                 log.warning("writing %d deltas to the mirror failed: %s", len(batch), exc)
                 await backoff.wait()
-        for d in batch:
-            self.metrics.deltas.labels(d.kind, d.op).inc()
+        for (kind, op), n in collections.Counter((d.kind, d.op) for d in batch).items():
+            self.metrics.deltas.labels(kind, op).inc(n)
         self.metrics.batch.observe(len(batch))
         self.metrics.flush.observe(time.perf_counter() - started)
 

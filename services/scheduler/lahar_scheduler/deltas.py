@@ -86,7 +86,7 @@ def _pod(snapshot: Snapshot, delta: Delta, pod: Pod | None, namespace: str, name
     if delta.op == "DELETED" or pod is None:
         change.relevant = old is not None
         return
-    task = snapshot.upsert_pod(pod, previous=old)
+    task = snapshot.upsert_pod(pod)
     if task is None:
         return
     change.relevant = True

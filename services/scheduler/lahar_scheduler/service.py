@@ -15,6 +15,7 @@ resyncs) waiting meanwhile; deltas queue up in the inbox and are applied after t
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Callable
@@ -141,6 +142,7 @@ class SchedulerService:
         self._delta_sub: Any = None
         self._resync_needed = False
         self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
+        self._applied: collections.Counter[str] = collections.Counter()  # deltas by kind, this batch
         self.snapshot_lock = asyncio.Lock()  # held while the snapshot changes or a session reads it
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -227,6 +229,10 @@ class SchedulerService:
             async with self.snapshot_lock:
                 for m in batch:
                     await self._apply(m)
+            # Counted per batch: a labelled counter's lookup costs more than applying some deltas.
+            for kind, n in self._applied.items():
+                self.metrics.deltas.labels(kind).inc(n)
+            self._applied.clear()
             await asyncio.sleep(0)
 
     async def _apply(self, msg: Msg) -> None:
@@ -255,7 +261,7 @@ class SchedulerService:
             log.error("ignoring %s %s: %s", delta.kind, delta.key, exc)
             await self._invalid(delta, str(exc))
             return
-        self.metrics.deltas.labels(delta.kind).inc()
+        self._applied[delta.kind] += 1
         change = apply_delta(self.snapshot, delta, obj)
         if delta.kind == "pods":
             self._confirm(delta)

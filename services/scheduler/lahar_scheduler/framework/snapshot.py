@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import msgspec
 import numpy as np
 
+from lahar.api.codec import enc_hook
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
@@ -23,6 +24,8 @@ from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STAT
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
 
 _key_encoder = msgspec.msgpack.Encoder()
+_shape_encoder = msgspec.msgpack.Encoder(enc_hook=enc_hook)
+MAX_SHAPES = 50_000
 
 
 def parse_time(stamp: str | None) -> float:
@@ -59,6 +62,16 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
     return _key_encoder.encode(parts)
 
 
+def _shape_key(pod: Pod) -> bytes:
+    """Everything a task derives from its pod besides identity and state: the spec without the
+    node, the namespace, and the labels and annotations that ``template_key`` reads."""
+    meta, spec = pod.metadata, pod.spec
+    labels = meta.labels if spec.affinity or spec.topology_spread_constraints else None
+    volcano = [(k, v) for k, v in meta.annotations.items() if k.startswith("volcano.sh/")]
+    placed = msgspec.structs.replace(spec, node_name="") if spec.node_name else spec
+    return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
+
+
 class Snapshot:
     """Everything a session reads.  ``space`` fixes the resource dimensions of the node arrays."""
 
@@ -81,15 +94,17 @@ class Snapshot:
         names: set[str] = set()
         for node in nodes:
             names.update(node.status.allocatable)
-        reqs: dict[str, tuple[Resource, Resource]] = {}
-        for pod in pods:
-            pair = pod_requests(pod)
-            reqs[_pod_key(pod)] = pair
-            names.update(pair[1].scalars)
+        seen: set[bytes] = set()
+        for pod in pods:  # the resource dimensions pods request, one pod of each shape
+            shape = _shape_key(pod)
+            if shape not in seen:
+                seen.add(shape)
+                names.update(pod_requests(pod)[1].scalars)
         self.space = ResourceSpace({n for n in names if n not in ("cpu", "memory")})
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
         self._table = NodeTable(self.space, list(self.node_objects.values()))
         self._nodes_dirty = False
+        self._shapes: dict[bytes, TaskInfo] = {}  # a task per pod shape: see upsert_pod
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
             self.upsert_queue(q)
@@ -106,7 +121,7 @@ class Snapshot:
         # Pods outside any job still hold node resources (other schedulers, no group).
         self.others: dict[str, TaskInfo] = {}
         for pod in pods:
-            self.upsert_pod(pod, reqs.get(_pod_key(pod)))
+            self.upsert_pod(pod)
 
     # -- nodes -----------------------------------------------------------------------------
     @property
@@ -208,29 +223,30 @@ class Snapshot:
     def _is_ours(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.scheduler_names
 
-    def upsert_pod(
-        self, pod: Pod, reqs: tuple[Resource, Resource] | None = None, previous: TaskInfo | None = None
-    ) -> TaskInfo | None:
-        """Add or replace a pod's task.  ``previous`` is the task this pod replaces, if any: when
-        only its node, status or other fields outside requests and placement changed (a bind, a
-        phase change), its derived requests and vectors are reused rather than recomputed."""
+    def upsert_pod(self, pod: Pod) -> TaskInfo | None:
+        """Add or replace a pod's task.  What a task derives from the pod's spec (requests, their
+        vectors, its template key) is shared by every pod of the same shape: the pods of one job,
+        and one pod across its bind and phase changes."""
         key = _pod_key(pod)
         self.delete_pod(pod.metadata.namespace, pod.metadata.name)
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
         ours = self._is_ours(pod)
         if not pod.spec.node_name and not ours:
             return None
-        same = previous if previous is not None and self._same_shape(previous, pod) else None
-        if same is not None:
-            reqs = (same.resreq, same.init_resreq)
-        resreq, init = reqs if reqs is not None else pod_requests(pod)
         job_id = f"{pod.metadata.namespace}/{group}" if group and ours else ""
-        task = TaskInfo(pod, job_id, resreq, init, None if same is None else same.nonzero_vec)
-        if same is None:
-            self._vectorise(task)
+        shape = _shape_key(pod)
+        known = self._shapes.get(shape)
+        if known is not None and len(known.res_vec) == len(self.space):
+            task = TaskInfo(pod, job_id, known.resreq, known.init_resreq, known.nonzero_vec)
+            task.res_vec, task.init_vec, task.fit_cols = known.res_vec, known.init_vec, known.fit_cols
+            task.template_key = known.template_key
         else:
-            task.res_vec, task.init_vec, task.fit_cols = same.res_vec, same.init_vec, same.fit_cols
-            task.template_key = same.template_key
+            resreq, init = pod_requests(pod)
+            task = TaskInfo(pod, job_id, resreq, init)
+            self._vectorise(task)
+            if len(self._shapes) >= MAX_SHAPES:
+                self._shapes.clear()  # many distinct shapes: start over rather than track age
+            self._shapes[shape] = task
         if job_id:
             job = self.jobs.get(job_id)
             if job is None:
@@ -243,18 +259,6 @@ class Snapshot:
         if node is not None and task.status not in TERMINAL_STATUSES:
             self._table.add_task(node, task)
         return task
-
-    def _same_shape(self, old: TaskInfo, pod: Pod) -> bool:
-        """Whether ``pod`` has the requests and placement terms ``old`` was derived from."""
-        if old.uid != (pod.metadata.uid or f"{pod.metadata.namespace}-{pod.metadata.name}"):
-            return False
-        if len(old.res_vec) != len(self.space):
-            return False
-        was = old.pod
-        if was.metadata.labels != pod.metadata.labels or was.metadata.annotations != pod.metadata.annotations:
-            return False
-        # msgspec compares the nested specs in C: far cheaper than re-deriving requests.
-        return msgspec.structs.replace(pod.spec, node_name=was.spec.node_name) == was.spec
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
         key = f"{namespace}/{name}"
