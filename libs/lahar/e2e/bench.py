@@ -29,6 +29,7 @@ class E2EConfig:
     bind_latency_ms: int = 0
     timeout: float = 300.0
     state_dir: str | None = None
+    traces: bool = True
 
 
 def _generate(kubeconfig: str, jobs: int, tasks: int, created: Any) -> None:
@@ -91,6 +92,7 @@ def run_e2e(cfg: E2EConfig) -> dict[str, Any]:
             max_binders=cfg.binders,
             max_in_flight=cfg.max_in_flight,
             sim_args=sim_args,
+            traces=cfg.traces,
         )
     )
     stack.start(timeout=120)
@@ -98,7 +100,15 @@ def run_e2e(cfg: E2EConfig) -> dict[str, Any]:
         result = asyncio.run(_measure(stack, cfg))
     finally:
         stack.stop()
-    result.update({"nodes": cfg.nodes, "jobs": cfg.jobs, "tasks_per_job": cfg.tasks_per_job, "binders": cfg.binders})
+    result.update(
+        {
+            "nodes": cfg.nodes,
+            "jobs": cfg.jobs,
+            "tasks_per_job": cfg.tasks_per_job,
+            "binders": cfg.binders,
+            "traces_exported": cfg.traces,
+        }
+    )
     return result
 
 
@@ -113,6 +123,12 @@ def register_bench(bench: Any) -> None:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--state-dir")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--no-traces",
+        dest="traces",
+        action="store_false",
+        help="do not export spans to the state dir's traces.jsonl (they are still made and propagated)",
+    )
     p.set_defaults(handler=_cli)
 
 
@@ -130,6 +146,7 @@ def _cli(args: Any) -> int:
         args.bind_latency_ms,
         args.timeout,
         args.state_dir,
+        args.traces,
     )
     result = run_e2e(cfg)
     if args.output == "json":
@@ -138,6 +155,7 @@ def _cli(args: Any) -> int:
         print(
             f"{result['pods_bound']}/{cfg.jobs * cfg.tasks_per_job} pods bound on {cfg.nodes} nodes in "
             f"{result['seconds']} s: {result['pods_per_second']} pods/s; latency p50 "
-            f"{result['p50_latency_seconds']} s, p99 {result['p99_latency_seconds']} s"
+            f"{result['p50_latency_seconds']} s, p99 {result['p99_latency_seconds']} s; "
+            f"submitting took {result['creation_seconds']} s"
         )
     return 0

@@ -56,6 +56,8 @@ class Tracker:
             "pods_per_second": round(len(self.bound) / seconds, 1) if self.bound else 0.0,
             "p50_latency_seconds": round(_pct(lat, 0.50), 3),
             "p99_latency_seconds": round(_pct(lat, 0.99), 3),
+            # How long submitting took: the end-to-end rate cannot beat the rate pods arrive at.
+            "creation_seconds": round(max(self.created.values(), default=first) - first, 3),
         }
 
 

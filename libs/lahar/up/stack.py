@@ -74,6 +74,7 @@ class StackConfig:
     replicas: int = 1  # cache, controller and scheduler replicas (one leads, the others stand by)
     leader_ttl: float = 10.0
     ack_wait: float = 30.0
+    traces: bool = True  # export spans to DIR/traces.jsonl (spans are made and propagated either way)
 
 
 class LocalStack:
@@ -121,7 +122,7 @@ class LocalStack:
             "LAHAR_REDIS_URL": self.infra.redis_url,
             "KUBECONFIG": self.kubeconfig,
             "LAHAR_PREFIX": self.config.prefix,
-            "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}",
+            "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}" if self.config.traces else "none",
             "LAHAR_LOG_LEVEL": os.environ.get("LAHAR_LOG_LEVEL", "info"),
         }
 
