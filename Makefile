@@ -23,8 +23,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check libs services tests
 	$(BIN)/mypy libs/lahar services/scheduler/lahar_scheduler services/cache/lahar_cache services/binder/lahar_binder services/admission/lahar_admission services/controller/lahar_controller
 
+# Every benchmark the README quotes; each prints its figures (use --output json for machines).
 bench: $(STAMP)
 	$(BIN)/lahar bench scheduler --nodes 5000 --pods 50000 --tasks-per-job 10
+	$(BIN)/lahar bench e2e --nodes 1000 --jobs 500 --tasks-per-job 20
+	$(BIN)/lahar bench sim
+	$(BIN)/lahar bench admission
 
 fuzz: $(STAMP)
 	LAHAR_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests/fuzz -q
