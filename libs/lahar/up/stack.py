@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -277,9 +278,9 @@ class LocalStack:
         self.stop()
 
 
-def _readyz(stack: LocalStack, child: Child) -> tuple[str, bool | str]:
+def _readyz(stack: LocalStack, child: Child) -> tuple[str, bool | ssl.SSLContext]:
     if child.name == "admission":
-        return f"{stack.admission_url}/readyz", str(stack.admission_ca)
+        return f"{stack.admission_url}/readyz", ssl.create_default_context(cafile=str(stack.admission_ca))
     return f"http://127.0.0.1:{child.port}/readyz", False
 
 
