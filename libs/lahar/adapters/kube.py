@@ -207,8 +207,18 @@ class KubeConfig:
         headers = {}
         token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
         if token:
-            headers["Authorization"] = token if token.startswith("Bearer ") else f"Bearer {token}"
+            headers["Authorization"] = _bearer(token)
         return cls(cfg.host.rstrip("/"), verify, cert, headers)
+
+
+def _bearer(token: str) -> str:
+    """``Bearer <token>`` whatever the loader gave: a bare token, ``Bearer x``, or the in-cluster
+    loader's lower-case ``bearer x`` (the API server reads the second word as the token, so
+    ``Bearer bearer x`` would be refused with 401)."""
+    scheme, _, rest = token.strip().partition(" ")
+    if scheme.lower() == "bearer" and rest.strip():
+        return f"Bearer {rest.strip()}"
+    return f"Bearer {token.strip()}"
 
 
 class KubeClient:
