@@ -12,8 +12,10 @@ redeliver) and permanent ones (report, go on).
 
 from __future__ import annotations
 
+import math
 import ssl
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +189,9 @@ class KubeConfig:
     verify: ssl.SSLContext | bool
     cert: tuple[str, str] | None
     headers: dict[str, str]
+    # The current ``Authorization`` header when the token can change (a projected service-account
+    # token is rotated by the kubelet; exec and OIDC credentials expire); None when it cannot.
+    authorization: Callable[[], str | None] | None = None
 
     @classmethod
     def load(cls, path: str | None = None) -> KubeConfig:
@@ -208,7 +213,33 @@ class KubeConfig:
         token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
         if token:
             headers["Authorization"] = _bearer(token)
-        return cls(cfg.host.rstrip("/"), verify, cert, headers)
+        return cls(cfg.host.rstrip("/"), verify, cert, headers, _refreshing(cfg))
+
+
+TOKEN_RECHECK_SECONDS = 5.0
+
+
+def _refreshing(cfg: Any) -> Callable[[], str | None] | None:
+    """The official loader's refresh hook, which re-reads a rotated token file (at most once a
+    minute in cluster) or renews expiring credentials, as the header it yields."""
+    hook = getattr(cfg, "refresh_api_key_hook", None)
+    if hook is None:
+        return None
+
+    # The hook costs ~0.2 ms (it re-applies the whole configuration): run it at most every few
+    # seconds, far inside any token's lifetime, rather than on every request.
+    state: dict[str, Any] = {"at": -math.inf, "header": None}
+
+    def current() -> str | None:
+        now = time.monotonic()
+        if now - state["at"] >= TOKEN_RECHECK_SECONDS:
+            hook(cfg)
+            token = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+            state["at"], state["header"] = now, _bearer(token) if token else None
+        header: str | None = state["header"]
+        return header
+
+    return current
 
 
 def _bearer(token: str) -> str:
@@ -254,12 +285,21 @@ class KubeClient:
             )
         return self._session
 
+    def _authorize(self, kw: dict[str, Any]) -> None:
+        """Put the current token on a request whose credentials can change."""
+        if self.config.authorization is None:
+            return
+        header = self.config.authorization()
+        if header:
+            kw["headers"] = {**(kw.get("headers") or {}), "Authorization": header}
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
     async def _request(self, method: str, url: str, **kw: Any) -> bytes:
         try:
+            self._authorize(kw)
             async with self.http.request(method, url.lstrip("/"), **kw) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
@@ -300,7 +340,9 @@ class KubeClient:
         }
         no_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout.total)
         try:
-            async with self.http.get(res.path().lstrip("/"), params=params, timeout=no_timeout) as resp:
+            kw: dict[str, Any] = {}
+            self._authorize(kw)
+            async with self.http.get(res.path().lstrip("/"), params=params, timeout=no_timeout, **kw) as resp:
                 if resp.status >= 400:
                     raise _error(resp.status, await resp.read())
                 while True:
