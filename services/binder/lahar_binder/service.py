@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound, PermanentKubeError, TransientKubeError
+from lahar.service.metrics import ServiceMetrics
 from lahar.wire.messages import (
     BadMessage,
     BindItem,
@@ -55,18 +56,9 @@ class _Pod(msgspec.Struct):
 _pod = msgspec.json.Decoder(_Pod)
 
 
-class Metrics:
-    _by_registry: dict[int, Metrics] = {}
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> Metrics:
-        """One set per registry: a service re-created after a leadership change reuses them."""
-        got = cls._by_registry.get(id(registry))
-        if got is None:
-            got = cls._by_registry[id(registry)] = cls(registry)
-        return got
-
+class Metrics(ServiceMetrics):
     def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
         self.calls = Counter(
             "lahar_binder_calls_total", "API calls by decision kind and outcome", ["kind", "outcome"], registry=registry
         )

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from lahar.adapters.bus import Outgoing, ensure_streams, publish_batch
 from lahar.adapters.kube import Gone, KubeClient, KubeError, TransientKubeError
 from lahar.adapters.mirror import Mirror
+from lahar.service.metrics import ServiceMetrics
 from lahar.wire.messages import Delta, encode
 from lahar.wire.names import DELTA_KINDS, Names
 from lahar_cache.reducer import SCHEDULER_NAMES, Known, on_event, relist
@@ -41,18 +42,9 @@ class _Obj(msgspec.Struct):
 _meta = msgspec.json.Decoder(_Obj)
 
 
-class Metrics:
-    _by_registry: dict[int, Metrics] = {}
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> Metrics:
-        """One set per registry: a service re-created after a leadership change reuses them."""
-        got = cls._by_registry.get(id(registry))
-        if got is None:
-            got = cls._by_registry[id(registry)] = cls(registry)
-        return got
-
+class Metrics(ServiceMetrics):
     def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
         self.deltas = Counter("lahar_cache_deltas_total", "Deltas published", ["kind", "op"], registry=registry)
         self.relists = Counter(
             "lahar_cache_relists_total", "Lists after 410 Gone or start", ["kind"], registry=registry

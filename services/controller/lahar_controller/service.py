@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter
 from lahar.adapters.bus import ensure_streams
 from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound
 from lahar.adapters.mirror import Mirror
+from lahar.service.metrics import ServiceMetrics
 from lahar.wire.messages import BadMessage, decode_delta
 from lahar.wire.names import Names
 from lahar_controller.queues import DEFAULT_QUEUE, desired_state
@@ -27,17 +28,9 @@ from lahar_controller.queues import DEFAULT_QUEUE, desired_state
 log = logging.getLogger("lahar.controller")
 
 
-class Metrics:
-    _by_registry: dict[int, Metrics] = {}
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> Metrics:
-        got = cls._by_registry.get(id(registry))
-        if got is None:
-            got = cls._by_registry[id(registry)] = cls(registry)
-        return got
-
+class Metrics(ServiceMetrics):
     def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
         self.writes = Counter("lahar_controller_writes_total", "API writes", ["kind"], registry=registry)
 
 

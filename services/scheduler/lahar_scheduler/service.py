@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.mirror import Mirror
 from lahar.api.codec import DecodeError
+from lahar.service.metrics import ServiceMetrics
 from lahar.wire.messages import BadMessage, Binds, Delta, Evict, decode_delta, decode_result, encode
 from lahar.wire.names import Names
 from lahar_scheduler.core import load_conf, run_session
@@ -50,18 +51,9 @@ ASSUME_TIMEOUT = 60.0
 MAX_LINKS = 64
 
 
-class Metrics:
-    _by_registry: dict[int, Metrics] = {}
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> Metrics:
-        """One set per registry: a service re-created after a leadership change reuses them."""
-        got = cls._by_registry.get(id(registry))
-        if got is None:
-            got = cls._by_registry[id(registry)] = cls(registry)
-        return got
-
+class Metrics(ServiceMetrics):
     def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
         self.sessions = Counter("lahar_scheduler_sessions_total", "Sessions run", registry=registry)
         self.session_seconds = Histogram(
             "lahar_scheduler_session_seconds", "Session duration (volcano_e2e_scheduling_latency)", registry=registry
