@@ -9,6 +9,7 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -18,7 +19,7 @@ from lahar.api.codec import enc_hook
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
-from lahar_scheduler.framework.nodes import NodeTable, ResourceSpace
+from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
@@ -60,6 +61,19 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
         ],
     )
     return _key_encoder.encode(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What every task of one pod shape derives alike (see ``_shape_key``)."""
+
+    resreq: Resource
+    init_resreq: Resource
+    nonzero_vec: FloatArray
+    res_vec: FloatArray
+    init_vec: FloatArray
+    fit_cols: IntArray
+    template_key: bytes
 
 
 def _shape_key(pod: Pod) -> bytes:
@@ -104,7 +118,7 @@ class Snapshot:
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
         self._table = NodeTable(self.space, list(self.node_objects.values()))
         self._nodes_dirty = False
-        self._shapes: dict[bytes, TaskInfo] = {}  # a task per pod shape: see upsert_pod
+        self._shapes: dict[bytes, _Shape] = {}  # what tasks of one pod shape share: see upsert_pod
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
             self.upsert_queue(q)
@@ -246,7 +260,16 @@ class Snapshot:
             self._vectorise(task)
             if len(self._shapes) >= MAX_SHAPES:
                 self._shapes.clear()  # many distinct shapes: start over rather than track age
-            self._shapes[shape] = task
+            # The derived values only, not the task: a cached shape must not keep a deleted pod alive.
+            self._shapes[shape] = _Shape(
+                task.resreq,
+                task.init_resreq,
+                task.nonzero_vec,
+                task.res_vec,
+                task.init_vec,
+                task.fit_cols,
+                task.template_key,
+            )
         if job_id:
             job = self.jobs.get(job_id)
             if job is None:
