@@ -39,10 +39,20 @@ def _load(path: Path) -> dict[str, Any]:
     return copy.deepcopy(_parsed(path))
 
 
+# Cases of issues still open: expected to fail until that issue lands (strict, so a case that starts
+# passing is noticed and its mark removed).
+_OPEN_ISSUES = {"differential-": "issue 11: scheduling fidelity (balanced allocation, foreign pods, preempt scores)"}
+
+
 def _params() -> list[Any]:
     out = []
     for path in sorted(CASES.glob("*.yaml")):
-        out.append(pytest.param(path, id=path.stem))
+        marks = [
+            pytest.mark.xfail(reason=reason, strict=True)
+            for prefix, reason in _OPEN_ISSUES.items()
+            if path.stem.startswith(prefix)
+        ]
+        out.append(pytest.param(path, id=path.stem, marks=marks))
     return out
 
 
