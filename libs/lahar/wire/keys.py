@@ -23,6 +23,26 @@ def seq_key(prefix: str) -> str:
     return f"{prefix}:mirror:seq"
 
 
+def stream_id_key(prefix: str) -> str:
+    """The identity of the CLUSTER stream the mirror reflects (its ``lahar.id`` metadata).
+
+    Absent means the mirror is unidentified: being rebuilt by the cache, or lost (a ``FLUSHALL``).
+    A reader must not trust such a mirror, nor one whose identity differs from the live stream's.
+    """
+    return f"{prefix}:mirror:stream"
+
+
+def fence_key(prefix: str) -> str:
+    """The epoch of the cache leader that last wrote the mirror; older leaders' writes are refused."""
+    return f"{prefix}:mirror:fence"
+
+
+def epochs_key(prefix: str) -> str:
+    """Hash role -> the highest leader epoch ever granted, so fences never go backwards even when
+    the lease bucket is lost and recreated."""
+    return f"{prefix}:epochs"
+
+
 def field(namespace: str, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
