@@ -10,7 +10,7 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from lahar.adapters.leader import LeaderElection, LeaderElectionError, ensure_lease_bucket
+from lahar.adapters.leader import EpochWatch, LeaderElection, LeaderElectionError, ensure_lease_bucket, read_lease
 
 TTL = 1.0  # short, so expiry tests are quick; renewals then come every ~0.33 s
 KEY = "scheduler"
@@ -264,3 +264,97 @@ async def test_a_lease_that_ran_out_unrenewed_is_reported_lost_before_campaignin
     second = election.fencing_token
     assert first is not None and second is not None and second > first
     assert events == [f"elected {first}", "lost", f"elected {second}"]
+
+
+async def test_the_epoch_is_readable_from_the_key_and_survives_renewals(
+    jetstream: JetStreamContext, lahar_prefix: str
+) -> None:
+    bucket = f"{lahar_prefix}_leases"
+    leader = LeaderElection(jetstream, bucket, KEY, "a", TTL)
+    assert await leader.try_acquire()
+    epoch = leader.fencing_token
+    kv = await jetstream.key_value(bucket)
+    lease = await read_lease(kv, KEY)
+    assert lease is not None and (lease.holder, lease.epoch) == ("a", epoch)
+    for _ in range(3):
+        assert await leader.renew()
+    lease = await read_lease(kv, KEY)
+    assert lease is not None and lease.epoch == epoch  # renewals move the revision, not the epoch
+    assert await lease_revision(jetstream, bucket) == epoch + 3
+
+
+async def test_a_restarted_replica_with_the_same_identity_takes_its_lease_back_at_once(
+    jetstream: JetStreamContext, lahar_prefix: str
+) -> None:
+    bucket = f"{lahar_prefix}_leases"
+    before = LeaderElection(jetstream, bucket, KEY, "scheduler-1", ttl=30)
+    assert await before.try_acquire()
+    old = before.fencing_token
+    assert old is not None
+    # The process dies without releasing; its successor has the same identity (a pod name).
+    after = LeaderElection(jetstream, bucket, KEY, "scheduler-1", ttl=30)
+    other = LeaderElection(jetstream, bucket, KEY, "scheduler-2", ttl=30)
+    assert not await other.try_acquire()  # a different identity still waits for the lease
+    assert await after.try_acquire()  # at once, not after 30 s
+    new = after.fencing_token
+    assert new is not None and new > old  # a new epoch: the old life's decisions are fenced off
+    assert not await before.renew()  # the previous life, had it survived, is deposed
+
+
+async def test_a_lost_bucket_is_made_again_and_epochs_never_go_back(
+    jetstream: JetStreamContext, lahar_prefix: str
+) -> None:
+    bucket = f"{lahar_prefix}_leases"
+    floor = {"epoch": 0}
+
+    async def epoch_floor() -> int:
+        return floor["epoch"]
+
+    leader = LeaderElection(jetstream, bucket, KEY, "a", TTL, epoch_floor=epoch_floor)
+    for _ in range(5):  # push the revisions up a little
+        assert await leader.try_acquire()
+        assert await leader.renew()
+    first = leader.fencing_token
+    assert first is not None
+    floor["epoch"] = first + 100  # what the caller recorded elsewhere (Redis) as granted
+    await jetstream.delete_stream(f"KV_{bucket}")  # JetStream storage lost
+    assert not await leader.renew()
+    assert not leader.is_leader
+    assert await poll_acquire(leader, 5)
+    second = leader.fencing_token
+    assert second is not None and second > first + 100
+
+
+async def poll_acquire(election: LeaderElection, timeout: float) -> bool:
+    await poll(election.try_acquire, timeout, "the lease")
+    return True
+
+
+async def test_the_epoch_watch_follows_leaders_and_rereads_for_newer_fences(
+    jetstream: JetStreamContext, lahar_prefix: str
+) -> None:
+    bucket = f"{lahar_prefix}_leases"
+    a = LeaderElection(jetstream, bucket, KEY, "a", 30)
+    b = LeaderElection(jetstream, bucket, KEY, "b", 30)
+    assert await a.try_acquire()
+    ea = a.fencing_token
+    assert ea is not None
+    watch = EpochWatch(jetstream, bucket, KEY)
+    task = asyncio.create_task(watch.run())
+    try:
+        await poll(lambda: watch.epoch == ea, 5, "the watch to see a's epoch")
+        reads = watch.reads
+        assert await watch.check(ea) == ea and watch.reads == reads  # answered from the live view
+        assert await watch.check(ea - 1) == ea  # an older fence: not current
+        assert await watch.check(2**63 - 1) == ea and watch.reads == reads + 1  # forged: re-read, still a's
+        assert await a.release()
+        assert await b.try_acquire()
+        eb = b.fencing_token
+        assert eb is not None and eb > ea
+        assert await watch.check(eb) == eb  # newer than the view: read at once, even if the watch lags
+        await poll(lambda: watch.epoch == eb, 5, "the watch to see b's epoch")
+        assert await watch.check(ea) == eb  # a's decisions are no longer current
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
