@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nats.js.client import JetStreamContext
 
@@ -25,11 +25,18 @@ async def lead(
     stop: asyncio.Event,
     act: Callable[[asyncio.Event, int], Awaitable[None]],
     campaigning: asyncio.Event | None = None,
+    *,
+    epoch_floor: Callable[[], Awaitable[int]] | None = None,
+    key: str | None = None,
+    on_start: Callable[[Any], None] | None = None,
 ) -> None:
     """Campaign for ``role``; while leading, run ``act(lost_or_stop, fencing_token)``.
 
     ``campaigning`` is set once this replica is a candidate (the lease bucket is usable), so a
     readiness check can tell a waiting standby from a replica that cannot campaign at all.
+    ``epoch_floor`` returns the highest epoch ever granted (kept in Redis), so a lease bucket
+    that must be made again never grants an older one.  Standbys retry every ttl/4 (at most
+    0.5 s), so a crashed leader is replaced within about ttl + 0.5 s.
 
     ``act`` must return promptly once its event is set (leadership lost, or shutting down).
     Leadership can come back later: ``act`` is then run again.
@@ -37,7 +44,18 @@ async def lead(
     from lahar.adapters.leader import LeaderElection  # type: ignore[import-not-found,unused-ignore]
 
     # The lease TTL is deployment configuration: the replica started last sets it for the bucket.
-    election = LeaderElection(js, names.leader_bucket, role, identity=identity, ttl=ttl, reconfigure=True)
+    election = LeaderElection(
+        js,
+        names.leader_bucket,
+        key or role,
+        identity=identity,
+        ttl=ttl,
+        retry_interval=min(ttl / 4, 0.5),
+        reconfigure=True,
+        epoch_floor=epoch_floor,
+    )
+    if on_start is not None:
+        on_start(election)  # the caller may check ``election.is_leader`` before each act
     async with election:
         if campaigning is not None:
             campaigning.set()

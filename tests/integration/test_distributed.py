@@ -14,6 +14,7 @@ import pytest
 
 from lahar.adapters.kube import KubeClient
 from lahar.sim import Emulator
+from lahar.wire.messages import Delta, encode
 
 from .services import kube_for, poll, stack
 
@@ -135,6 +136,15 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         js = nc.jetstream()
         names = s.names
         await js.publish(names.delta_subject("pods"), b"{not json")
+        # Schema-valid poison: an addition without its object, a queue that is not an object, a
+        # cpu request no int64 holds.  Each is dead-lettered; none stops the delta loop.
+        await js.publish(names.delta_subject("pods"), encode(Delta(kind="pods", op="ADDED", key="x/y", rv="1")))
+        queue = Delta(kind="queues", op="MODIFIED", key="q", rv="1", obj=msgspec.Raw(b"[1,2]"))
+        await js.publish(names.delta_subject("queues"), encode(queue))
+        huge = pod(ns, "huge", "pg2")
+        huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "9" * 400
+        huge_delta = Delta(kind="pods", op="ADDED", key=f"{ns}/huge", rv="1", obj=msgspec.Raw(json.dumps(huge).encode()))
+        await js.publish(names.delta_subject("pods"), encode(huge_delta))
         await js.publish(names.decision_subject("bind"), msgspec.json.encode({"v": 99, "kind": "bind"}))
         await js.publish(names.result_subject, b"\x00\x01")
         # A pod whose request is not a quantity: the scheduler says why on the pod and carries on.
@@ -166,7 +176,11 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         assert "no-such-queue" in await poll(queue_reason, timeout=10.0)
         dlq = await js.stream_info(names.dead_letter_stream)
         assert dlq.state.messages >= 2
-        assert sched.service.metrics.bad.labels("delta")._value.get() >= 1
+        bad = sched.service.metrics.bad_deltas
+        assert bad.labels("malformed")._value.get() >= 1
+        assert bad.labels("no_object")._value.get() >= 1
+        assert bad.labels("apply")._value.get() >= 3  # the queue, the huge pod and the broken one
+        assert dlq.state.messages >= 5
         assert binder.service.metrics.bad._value.get() >= 1
         await nc.close()
     await kube.close()

@@ -1,12 +1,21 @@
-"""NATS JetStream: the streams Lahar uses, batched publishing and dead letters."""
+"""NATS JetStream: the streams Lahar uses, their identity, batched publishing and dead letters.
+
+The stream policies are one table (``stream_configs``).  The CLUSTER stream carries an identity
+(``lahar.id`` in its metadata, made when the stream is made): the Redis mirror records the
+identity of the stream it reflects, so a reader can tell a mirror of *this* stream from one of
+a stream that was lost and made again (docs/CONSISTENCY.md).  ``ensure_streams`` keeps an
+existing identity when it brings a stream to the current policy, and makes missing streams again.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import nats.errors
 import nats.js.api as jsapi
 import nats.js.errors as jserrors
 from nats.js.client import JetStreamContext
@@ -15,59 +24,106 @@ from lahar.wire.names import Names
 
 log = logging.getLogger(__name__)
 
-
-async def _ensure(js: JetStreamContext, config: jsapi.StreamConfig) -> None:
-    try:
-        await js.add_stream(config)
-    except jserrors.BadRequestError:
-        # Already there with a different configuration: bring it to this one.
-        await js.update_stream(config)
+IDENTITY = "lahar.id"
+DAY = 24 * 3600.0
+CLUSTER_MAX_BYTES = 1 << 30  # a reader further behind than this reloads the mirror instead
+# What says a stream (or the bucket behind a KV) is gone: make it again.
+MISSING = (jserrors.NoStreamResponseError, jserrors.NotFoundError, jserrors.ServiceUnavailableError)
 
 
-async def ensure_streams(js: JetStreamContext, names: Names, *, delta_max_age: float = 24 * 3600) -> None:
-    """Create (or update) the CLUSTER, DECISIONS, RESULTS and DEADLETTER streams."""
-    await _ensure(
-        js,
+@dataclass(frozen=True, slots=True)
+class StreamIdentity:
+    """Which CLUSTER stream is live, and how far it goes."""
+
+    id: str
+    first_seq: int
+    last_seq: int
+
+
+def stream_configs(names: Names, *, delta_max_age: float = DAY) -> list[jsapi.StreamConfig]:
+    """Every stream Lahar uses, with its retention policy."""
+    file = jsapi.StorageType.FILE
+    return [
         jsapi.StreamConfig(
             name=names.cluster_stream,
             subjects=[names.delta_subjects],
             retention=jsapi.RetentionPolicy.LIMITS,
             max_age=delta_max_age,
+            max_bytes=CLUSTER_MAX_BYTES,
+            discard=jsapi.DiscardPolicy.OLD,
             duplicate_window=120.0,
-            storage=jsapi.StorageType.FILE,
+            storage=file,
         ),
-    )
-    await _ensure(
-        js,
         jsapi.StreamConfig(
             name=names.decisions_stream,
             subjects=[names.decision_subjects],
             retention=jsapi.RetentionPolicy.WORK_QUEUE,
             duplicate_window=120.0,
-            storage=jsapi.StorageType.FILE,
+            storage=file,
         ),
-    )
-    await _ensure(
-        js,
         jsapi.StreamConfig(
             name=names.results_stream,
             subjects=[names.result_subject],
             retention=jsapi.RetentionPolicy.LIMITS,
             max_age=600.0,
-            storage=jsapi.StorageType.FILE,
+            storage=file,
         ),
-    )
-    await _ensure(
-        js,
         jsapi.StreamConfig(
             name=names.dead_letter_stream,
             subjects=[names.dead_letter_subjects],
             retention=jsapi.RetentionPolicy.LIMITS,
-            max_age=7 * 24 * 3600.0,
+            max_age=7 * DAY,
             max_msgs=100_000,
-            storage=jsapi.StorageType.FILE,
+            storage=file,
         ),
-    )
+    ]
+
+
+async def _ensure(js: JetStreamContext, config: jsapi.StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        info = await js.stream_info(config.name)
+    except jserrors.NotFoundError:
+        config.metadata = {IDENTITY: uuid.uuid4().hex}
+        try:
+            await js.add_stream(config)
+            return
+        except jserrors.BadRequestError:  # made meanwhile by another service: adopt its identity
+            info = await js.stream_info(config.name)
+    found = (info.config.metadata or {}).get(IDENTITY)
+    config.metadata = {IDENTITY: found or uuid.uuid4().hex}
+    if _differs(info.config, config):
+        await js.update_stream(config)
+
+
+def _differs(have: jsapi.StreamConfig, want: jsapi.StreamConfig) -> bool:
+    fields = ("subjects", "retention", "max_age", "max_bytes", "max_msgs", "discard", "duplicate_window")
+    if any(getattr(have, f) != getattr(want, f) for f in fields if getattr(want, f) is not None):
+        return True
+    return (have.metadata or {}).get(IDENTITY) != (want.metadata or {}).get(IDENTITY)
+
+
+async def ensure_streams(js: JetStreamContext, names: Names, *, delta_max_age: float = DAY) -> None:
+    """Create the CLUSTER, DECISIONS, RESULTS and DEADLETTER streams if missing (JetStream storage
+    lost included), and bring existing ones to the current policy, keeping their identity."""
+    for config in stream_configs(names, delta_max_age=delta_max_age):
+        await _ensure(js, config)
+
+
+async def cluster_identity(js: JetStreamContext, names: Names) -> StreamIdentity | None:
+    """The live CLUSTER stream's identity and range, or None when it does not exist."""
+    try:
+        info = await js.stream_info(names.cluster_stream)
+    except jserrors.NotFoundError:
+        return None
+    ident = (info.config.metadata or {}).get(IDENTITY, "")
+    return StreamIdentity(ident, int(info.state.first_seq or 0), int(info.state.last_seq or 0))
+
+
+async def stream_messages(js: JetStreamContext, stream: str) -> int:
+    """How many messages a stream holds now (for a work queue: not yet acknowledged)."""
+    info = await js.stream_info(stream)
+    return int(info.state.messages or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +142,8 @@ async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout
 
 async def dead_letter(js: JetStreamContext, names: Names, source: str, data: bytes, why: str) -> None:
     """Keep an unusable message for inspection; never raise (a dead letter must not crash anyone)."""
+    reason = why.replace("\r", " ").replace("\n", " ")[:1000]  # a header value is one line
     try:
-        await js.publish(names.dead_letter_subject(source), data, headers={"Lahar-Reason": why[:1000]})
-    except Exception:
-        log.exception("could not dead-letter a message from %s", source)
+        await js.publish(names.dead_letter_subject(source), data, headers={"Lahar-Reason": reason})
+    except (nats.errors.Error, TimeoutError, OSError) as exc:
+        log.error("could not dead-letter a message from %s: %r", source, exc)

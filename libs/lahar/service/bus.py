@@ -34,7 +34,9 @@ class BusSettings(Settings):
     kubeconfig: Annotated[str, Meta(description="kubeconfig file (default $KUBECONFIG, then in-cluster)")] = ""
     prefix: Annotated[str, Check(_prefix), Meta(description="prefix of every stream, subject and Redis key")] = "lahar"
     identity: Annotated[str, Meta(description="this replica's name in leader election (default host-pid)")] = ""
-    leader_ttl: Annotated[float, Meta(gt=0, description="leader lease, seconds")] = 10.0
+    leader_ttl: Annotated[
+        float, Meta(gt=0, description="leader lease, seconds (a crashed leader is replaced within about ttl + 0.5 s)")
+    ] = 2.0
 
     def kubeconfig_path(self) -> str | None:
         return self.kubeconfig or os.environ.get("KUBECONFIG") or None

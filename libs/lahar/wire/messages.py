@@ -26,6 +26,10 @@ class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
     rv: str  # the object's resourceVersion
     # The object's JSON, as the API server served it (``NO_OBJECT`` when a delete carries none).
     obj: msgspec.Raw = msgspec.field(default_factory=lambda: NO_OBJECT)
+    # The epoch of the cache leader that published it.  The stream is totally ordered, so once a
+    # reader has seen epoch E, a later delta of an older epoch comes from a deposed leader still
+    # draining its queue, and is ignored (the new leader relists, so nothing is lost).
+    epoch: int = 0
 
     @property
     def has_object(self) -> bool:
@@ -48,7 +52,8 @@ class Binds(msgspec.Struct, kw_only=True, tag="binds"):
     id: str
     job: str = ""
     session: str = ""
-    fence: int = 0  # the scheduler leader's election revision
+    fence: int = 0  # the epoch of the scheduler leader that decided (executed only in that epoch)
+    expires: float = 0.0  # unix seconds after which no binder may execute it (0: never)
     items: list[BindItem]
 
 
@@ -63,6 +68,7 @@ class Evict(msgspec.Struct, kw_only=True, tag="evict"):
     job: str = ""
     session: str = ""
     fence: int = 0
+    expires: float = 0.0
 
 
 class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup"):
@@ -97,7 +103,10 @@ class PodStatus(msgspec.Struct, kw_only=True, tag="podstatus"):
 
 Decision = Binds | Evict | PodGroupStatus | QueueStatus | PodStatus
 
-Outcome = Literal["done", "conflict", "gone", "failed"]
+# done: executed (or found already done); conflict: the pod is on another node; gone: the object
+# no longer exists; failed: refused or given up; stale: not executed, the decision's epoch is not
+# the current one; expired: not executed, past its deadline.
+Outcome = Literal["done", "conflict", "gone", "failed", "stale", "expired"]
 
 
 class Result(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -77,6 +77,11 @@ class Names:
     def leader_bucket(self) -> str:
         return f"{self.prefix}_leaders"
 
+    @property
+    def scheduler_lease(self) -> str:
+        """The scheduler's key in the lease bucket; its epoch fences every decision."""
+        return "scheduler"
+
     # -- the Redis mirror --------------------------------------------------------------------
     @property
     def redis_prefix(self) -> str:

@@ -1,22 +1,30 @@
 """The binder service: decisions in, Kubernetes API calls out, results back.
 
 Replicas share one durable pull consumer on the DECISIONS work queue.  Each runs up to
-``max_in_flight`` API calls at once.  A message is acknowledged only once its outcome is known
-(so a replica killed mid-call loses nothing: JetStream redelivers after ``ack_wait``).  A bind is
-idempotent: if the pod is already on the decided node, that is success; on another node it is a
-conflict, reported, never retried blindly.  Transient failures (429, 5xx, timeouts) are
-redelivered with backoff, up to ``max_attempts``.
+``max_in_flight`` API calls at once.  A message is acknowledged only once every call in it has a
+final outcome and the outcomes are published (so a replica killed mid-call loses nothing:
+JetStream redelivers after ``ack_wait``); ``settle.py`` says what happens otherwise.
+
+A decision is executed only while it is current (docs/CONSISTENCY.md): its fence must equal the
+epoch of the scheduler's lease *now* (``EpochWatch``), and its deadline must not have passed.  A
+decision that is not current is dropped and reported ``stale``/``expired``; if it was delivered
+before, an earlier delivery may have run it, so its pods are read back and reported as found.
+A bind is idempotent: if the pod is already on the decided node, that is success; on another node
+it is a conflict, reported, never retried blindly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.client import JetStreamContext
@@ -25,7 +33,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
 from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound, PermanentKubeError, TransientKubeError
+from lahar.adapters.leader import EpochWatch
 from lahar.service.metrics import ServiceMetrics
+from lahar.service.supervise import supervised
 from lahar.wire.messages import (
     BadMessage,
     BindItem,
@@ -41,6 +51,7 @@ from lahar.wire.messages import (
     encode,
 )
 from lahar.wire.names import Names
+from lahar_binder.settle import Plan, admit, settle
 
 log = logging.getLogger("lahar.binder")
 
@@ -65,7 +76,16 @@ class Metrics(ServiceMetrics):
         self.latency = Histogram("lahar_binder_call_seconds", "API call latency", ["kind"], registry=registry)
         self.in_flight = Gauge("lahar_binder_in_flight", "API calls in flight", registry=registry)
         self.bad = Counter("lahar_binder_bad_messages_total", "Unusable decision messages", registry=registry)
-        self.stale = Counter("lahar_binder_stale_total", "Decisions from a superseded leader", registry=registry)
+        self.stale = Counter(
+            "lahar_binder_not_current_total",
+            "Decisions not executed: another epoch (stale) or past their deadline (expired)",
+            ["why"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "lahar_binder_errors_total", "Unexpected errors handling a decision (redelivered)", registry=registry
+        )
+        self.dead = Counter("lahar_binder_given_up_total", "Decisions given up and dead-lettered", registry=registry)
 
 
 class BinderService:
@@ -80,8 +100,11 @@ class BinderService:
         max_attempts: int = 5,
         ack_wait: float = 30.0,
         tracer: trace.Tracer | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube, self.js, self.names = kube, js, names
+        self.clock = clock
+        self.epochs = EpochWatch(js, names.leader_bucket, names.scheduler_lease)
         self.max_in_flight = max_in_flight
         self.max_attempts = max_attempts
         self.ack_wait = ack_wait
@@ -90,12 +113,16 @@ class BinderService:
         self.slots = asyncio.Semaphore(max_in_flight)  # API calls in flight
         self.calls_wanted = 0  # API calls of the messages being handled (running or waiting)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.fence = 0
+        self.working: dict[int, Msg] = {}  # messages being handled (by id), kept alive with in-progress acks
         self.ready = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
+        loops = {"epoch-watch": self.epochs.run(), "in-progress": self._keep_alive()}
+        await supervised(self._consume(stop), loops)
+
+    async def _subscribe(self) -> Any:
         await ensure_streams(self.js, self.names)
-        sub = await self.js.pull_subscribe(
+        return await self.js.pull_subscribe(
             self.names.decision_subjects,
             durable=self.names.binder_consumer,
             stream=self.names.decisions_stream,
@@ -105,6 +132,9 @@ class BinderService:
                 max_ack_pending=max(10_000, self.max_in_flight * 8),
             ),
         )
+
+    async def _consume(self, stop: asyncio.Event) -> None:
+        sub = await self._subscribe()
         self.ready.set()
         while not stop.is_set():
             # Messages are fetched while API-call slots are free; a bind group uses one per pod.
@@ -119,6 +149,13 @@ class BinderService:
                 continue
             except nats.errors.ConnectionClosedError:
                 break
+            except (nats.js.errors.APIError, nats.errors.Error) as exc:
+                # The stream or the consumer is gone (JetStream storage lost), or NATS is away.
+                log.warning("cannot fetch decisions (%r); subscribing again", exc)
+                await asyncio.sleep(0.5)  # a retry delay; the loop checks ``stop`` again
+                with contextlib.suppress(nats.errors.Error, TimeoutError):
+                    sub = await self._subscribe()
+                continue
             for msg in msgs:
                 task = asyncio.create_task(self._handle(msg))
                 self.tasks.add(task)
@@ -126,7 +163,17 @@ class BinderService:
         # Graceful stop: finish what is in flight; unfetched messages stay in the stream.
         if self.tasks:
             await asyncio.wait(self.tasks, timeout=self.ack_wait)
-        await sub.unsubscribe()
+        with contextlib.suppress(nats.errors.Error):
+            await sub.unsubscribe()
+
+    async def _keep_alive(self) -> None:
+        """Tell JetStream the messages being handled are still being worked on, so a slow call
+        never lets a message be redelivered to another binder while this one still runs it."""
+        while True:
+            await asyncio.sleep(self.ack_wait / 3)
+            for msg in list(self.working.values()):
+                with contextlib.suppress(nats.errors.Error):
+                    await msg.in_progress()
 
     # -- one message ---------------------------------------------------------------------------
     async def _handle(self, msg: Msg) -> None:
@@ -136,47 +183,109 @@ class BinderService:
             self.metrics.bad.inc()
             log.error("unusable decision on %s: %s", msg.subject, exc)
             await dead_letter(self.js, self.names, "decision", msg.data, str(exc))
-            await msg.ack()
+            await _quietly(msg.ack())
             return
-        if decision.fence < self.fence:
-            self.metrics.stale.inc()
-            log.warning("dropping decision %s from a superseded leader", decision.id)
-            await msg.ack()
+        try:
+            self.working[id(msg)] = msg
+            await self._execute(msg, decision)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never leave a message neither acknowledged nor sent back
+            self.metrics.errors.inc()
+            log.exception("handling decision %s failed; it will be redelivered", decision.id)
+            await self._carry_out(msg, decision, settle([False], _attempts(msg), self.max_attempts), repr(exc))
+        finally:
+            self.working.pop(id(msg), None)
+
+    async def _execute(self, msg: Msg, decision: Decision) -> None:
+        attempts = _attempts(msg)
+        if not admit(attempts, self.max_attempts):
+            why = f"delivered {attempts} times without an outcome"
+            await self._carry_out(msg, decision, Plan("dead", gave_up=_all_calls(decision)), why)
             return
-        self.fence = max(self.fence, decision.fence)
-        ctx = propagate.extract(msg.headers or {})
+        verdict = await self._verdict(decision)
+        if verdict != "current":
+            self.metrics.stale.labels(verdict).inc()
+            results = await self._not_executed(decision, verdict, attempts)
+        else:
+            results = await self._calls(decision, propagate.extract(msg.headers or {}))
+        final = [r for r in results if r is not None]
+        reported = await self._report([r for r in final if r.kind in ("bind", "evict")])
+        plan = settle([r is not None for r in results], attempts, self.max_attempts, reported)
+        await self._carry_out(msg, decision, plan, "API calls kept failing")
+
+    async def _verdict(self, d: Decision) -> Literal["current", "stale", "expired"]:
+        if d.fence != await self.epochs.check(d.fence):
+            return "stale"
+        expires = d.expires if isinstance(d, Binds | Evict) else 0.0
+        if expires and self.clock() > expires:
+            return "expired"
+        return "current"
+
+    async def _calls(self, decision: Decision, ctx: Any) -> list[Result | None]:
         calls = len(decision.items) if isinstance(decision, Binds) else 1
         self.calls_wanted += calls
         try:
             if isinstance(decision, Binds):
-                results = await asyncio.gather(*(self._bind(decision, item, ctx) for item in decision.items))
-            else:
-                results = [await self._one(decision, ctx)]
+                return list(await asyncio.gather(*(self._bind(decision, item, ctx) for item in decision.items)))
+            return [await self._one(decision, ctx)]
         finally:
             self.calls_wanted -= calls
-        if any(r is None for r in results):  # a transient failure: redeliver the whole message
-            attempts = msg.metadata.num_delivered
-            if attempts < self.max_attempts:
-                await self._report([r for r in results if r is not None])
-                await msg.nak(delay=min(0.2 * 2**attempts, 10.0))
-                return
-            results = [r or self._failed(decision, i, attempts) for i, r in enumerate(results)]
-        await self._report([r for r in results if r is not None and r.kind in ("bind", "evict")])
-        await msg.ack()
+
+    async def _not_executed(self, d: Decision, verdict: Outcome, attempts: int) -> list[Result | None]:
+        """Results for a decision we do not run.  On a redelivery an earlier delivery may have run
+        it before it went stale, so a bind's pod is read back: the scheduler must learn a bind
+        that happened, or it could place something else in the room the pod took."""
+        if isinstance(d, Binds):
+            if attempts <= 1:
+                return [_result(d, item, verdict, _NOT_RUN[verdict]) for item in d.items]
+            return list(await asyncio.gather(*(self._found(d, item, verdict) for item in d.items)))
+        if isinstance(d, Evict):
+            return [_result(d, None, verdict, _NOT_RUN[verdict])]
+        log.info("dropping status write %s: %s", d.id, _NOT_RUN[verdict])
+        return [_result(d, None, verdict, _NOT_RUN[verdict])]
+
+    async def _found(self, d: Binds, item: BindItem, verdict: Outcome) -> Result | None:
+        try:
+            current = _pod.decode(await self.kube.get("pods", item.namespace, item.name)).spec.nodeName
+        except NotFound:
+            return _result(d, item, "gone", "the pod no longer exists")
+        except KubeError:
+            return None  # unknown: try again on the next delivery
+        if current == item.node:
+            return _result(d, item, "done", "bound by an earlier delivery")
+        if current:
+            return _result(d, item, "conflict", f"already bound to {current}")
+        return _result(d, item, verdict, _NOT_RUN[verdict])
+
+    async def _carry_out(self, msg: Msg, d: Decision, plan: Plan, why: str) -> None:
+        if plan.action == "nak":
+            await _quietly(msg.nak(delay=plan.delay))
+            return
+        if plan.action == "dead":
+            self.metrics.dead.inc()
+            failed = [self._failed(d, i, _attempts(msg)) for i in plan.gave_up]
+            await self._report([r for r in failed if r.kind in ("bind", "evict")])
+            log.error("giving up decision %s after %d deliveries: %s", d.id, _attempts(msg), why)
+            await dead_letter(self.js, self.names, "decision", msg.data, f"given up: {why}")
+        await _quietly(msg.ack())
 
     def _failed(self, d: Decision, index: int, attempts: int) -> Result:
-        why = f"gave up after {attempts} attempts"
+        why = f"gave up after {attempts} deliveries"
         if isinstance(d, Binds):
             return _result(d, d.items[index], "failed", why)
         return _result(d, None, "failed", why)
 
-    async def _report(self, results: list[Result]) -> None:
+    async def _report(self, results: list[Result]) -> bool:
+        """Publish outcomes; False if they could not be (the message must then come back)."""
         if not results:
-            return
+            return True
         try:
             await publish_batch(self.js, [Outgoing(self.names.result_subject, encode(r)) for r in results])
-        except Exception as exc:  # the scheduler also learns from the pod itself
+        except Exception as exc:
             log.warning("could not report %d results: %s", len(results), exc)
+            return False
+        return True
 
     # -- API calls, each in one of ``max_in_flight`` slots --------------------------------------
     async def _call(self, kind: str, ctx: Any, attrs: dict[str, Any], work: Any) -> Result | None:
@@ -258,6 +367,26 @@ class BinderService:
             if d.nominated_node:
                 status["nominatedNodeName"] = d.nominated_node
             await self.kube.patch("pods", d.namespace, d.name, {"status": status}, sub="status", how="strategic")
+
+
+_NOT_RUN: dict[Outcome, str] = {
+    "stale": "not executed: decided in an epoch that is not the current one",
+    "expired": "not executed: its deadline passed",
+}
+
+
+def _attempts(msg: Msg) -> int:
+    return int(msg.metadata.num_delivered or 1)
+
+
+def _all_calls(d: Decision) -> tuple[int, ...]:
+    return tuple(range(len(d.items))) if isinstance(d, Binds) else (0,)
+
+
+async def _quietly(ack: Any) -> None:
+    """An ack or nak that cannot reach the server is not fatal: JetStream redelivers."""
+    with contextlib.suppress(nats.errors.Error, TimeoutError):
+        await ack
 
 
 def _result(d: Decision, item: BindItem | None, outcome: Outcome, message: str = "") -> Result:

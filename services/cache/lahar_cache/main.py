@@ -1,14 +1,20 @@
-"""The cache service process: leadership, then ``CacheService.run`` while leading."""
+"""The cache service process: leadership, then ``CacheService.run`` while leading.
+
+A lost or replaced mirror (``MirrorLost``) starts a new ``CacheService``, which rebuilds it; a
+refused write (``MirrorFenced``: a newer leader writes now) ends the process, which must not
+act on a lease it no longer truly holds (its supervisor starts it again as a standby).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import nats
 import redis.asyncio as aioredis
 
 from lahar.adapters.kube import KubeClient, KubeConfig
-from lahar.adapters.mirror import Mirror
+from lahar.adapters.mirror import Mirror, MirrorLost
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
@@ -16,6 +22,7 @@ from lahar.wire.names import Names
 from lahar_cache.service import CacheService
 
 SETTINGS = BusSettings
+log = logging.getLogger("lahar.cache")
 
 
 async def main(ctx: ServiceContext[BusSettings]) -> None:
@@ -23,26 +30,45 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     names = Names(opts.prefix)
     nc = await nats.connect(opts.nats_url, name=f"lahar-cache-{opts.replica()}", max_reconnect_attempts=-1)
     rc = aioredis.from_url(opts.redis_url)
+    mirror = Mirror(rc, names.redis_prefix)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
     current: list[CacheService] = []
     leading = {"now": False}
-    # A standby is ready (it is waiting its turn); a leader once it has listed every kind.
+    # A standby is ready (it is waiting its turn); a leader once its mirror is sealed.
     ctx.health.add_check("watching", lambda: not leading["now"] or current[-1].ready.is_set())
     campaigning = asyncio.Event()  # ready only once the lease bucket is usable
     ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
 
     async def act(ended: asyncio.Event, fence: int) -> None:
-        svc = CacheService(kube, nc.jetstream(), Mirror(rc, names.redis_prefix), names, ctx.registry, tracer=ctx.tracer)
-        current.append(svc)
+        await mirror.record_epoch("cache", fence)
+        stop = either(ended, ctx.stopping)
         leading["now"] = True
         try:
-            await svc.run(either(ended, ctx.stopping))
+            while not stop.is_set():
+                svc = CacheService(kube, nc.jetstream(), mirror, names, ctx.registry, tracer=ctx.tracer, fence=fence)
+                current.append(svc)
+                del current[:-1]
+                try:
+                    await svc.run(stop, drain=ctx.stopping.is_set)
+                    return
+                except MirrorLost as exc:
+                    log.warning("%s; rebuilding the mirror", exc)
         finally:
             leading["now"] = False
 
     try:
-        await lead(nc.jetstream(), names, "cache", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
+        await lead(
+            nc.jetstream(),
+            names,
+            "cache",
+            opts.replica(),
+            opts.leader_ttl,
+            ctx.stopping,
+            act,
+            campaigning,
+            epoch_floor=mirror.epoch_floor,
+        )
     finally:
         await kube.close()
         await nc.close()

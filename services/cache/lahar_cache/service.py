@@ -5,6 +5,14 @@ version it saw after a disconnect and listing again after 410 Gone (the relist i
 what the mirror holds, so deletions missed meanwhile are published too).  Deltas go through one
 queue to a batcher that publishes them to JetStream with asynchronous acks and ``Nats-Msg-Id``
 for deduplication, then writes the batch to Redis together with the last stream sequence.
+
+State has an identity (docs/CONSISTENCY.md).  At start the mirror must reflect the live CLUSTER
+stream (same identity, not ahead of it); otherwise (a ``FLUSHALL``, lost JetStream storage, an
+empty Redis) it is rebuilt: emptied and unidentified, every kind listed again and published,
+then sealed with the stream's identity once every initial list is mirrored.  While running, a
+guard checks both identities every ``guard_period``; a mismatch raises ``MirrorLost`` and the
+caller starts a new service, which rebuilds.  Every mirror write carries this leader's epoch, so
+a deposed leader cannot overwrite what its successor wrote (``MirrorFenced``).
 """
 
 from __future__ import annotations
@@ -13,20 +21,22 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 from nats.js.client import JetStreamContext
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from lahar.adapters.bus import Outgoing, ensure_streams, publish_batch
+from lahar.adapters.bus import MISSING, Outgoing, StreamIdentity, cluster_identity, ensure_streams, publish_batch
 from lahar.adapters.kube import Gone, KubeClient, KubeError, TransientKubeError
-from lahar.adapters.mirror import Mirror
+from lahar.adapters.mirror import Mirror, MirrorError, MirrorLost
 from lahar.service.metrics import ServiceMetrics
+from lahar.service.supervise import supervised
 from lahar.wire.messages import Delta, encode
 from lahar.wire.names import DELTA_KINDS, Names
-from lahar_cache.reducer import SCHEDULER_NAMES, Known, on_event, relist
+from lahar_cache.reducer import SCHEDULER_NAMES, Known, on_event, relist, wanted
 
 log = logging.getLogger("lahar.cache")
 
@@ -54,6 +64,12 @@ class Metrics(ServiceMetrics):
             "lahar_cache_batch_size", "Deltas per published batch", buckets=(1, 10, 100, 1000), registry=registry
         )
         self.flush = Histogram("lahar_cache_flush_seconds", "Publish + mirror write per batch", registry=registry)
+        self.rebuilds = Counter(
+            "lahar_cache_mirror_rebuilds_total", "Mirror rebuilds (lost, unidentified or ahead)", registry=registry
+        )
+        self.bad = Counter(
+            "lahar_cache_bad_objects_total", "Watched objects that could not be read", ["kind"], registry=registry
+        )
 
 
 class CacheService:
@@ -70,6 +86,8 @@ class CacheService:
         tracer: trace.Tracer | None = None,
         batch_max: int = 512,
         batch_wait: float = 0.005,
+        fence: int = 0,
+        guard_period: float = 1.0,
     ) -> None:
         self.kube = kube
         self.js = js
@@ -81,31 +99,66 @@ class CacheService:
         self.metrics = Metrics.of(registry)
         self.batch_max = batch_max
         self.batch_wait = batch_wait
+        self.fence = fence
+        self.guard_period = guard_period
         self.known = Known()
-        self.queue: asyncio.Queue[Delta] = asyncio.Queue()
-        self.ready = asyncio.Event()
+        self.queue: asyncio.Queue[Delta | None] = asyncio.Queue()  # None: every kind is listed
+        self.ready = asyncio.Event()  # the mirror is sealed: it reflects the cluster and the stream
+        self.stream = StreamIdentity("", 0, 0)
+        self.building = False
         self._listed: set[str] = set()
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, *, drain: Callable[[], bool] = lambda: True) -> None:
+        """Mirror the cluster until ``stop``; then, if ``drain()``, publish what was already seen
+        (a graceful stop), else drop it (leadership lost: the next leader relists)."""
+        await self._open()
+        loops = {"batcher": self._batcher(), "guard": self._guard()}
+        loops |= {f"watch-{kind}": self._watch(kind) for kind in self.kinds}
+        await supervised(stop.wait(), loops)
+        if drain() and not self.building:
+            await asyncio.wait_for(self._drain(), timeout=10.0)
+
+    async def _open(self) -> None:
+        """Adopt the mirror if it reflects the live stream, else start rebuilding it."""
         await ensure_streams(self.js, self.names)
-        await self._load_known()
-        batcher = asyncio.create_task(self._batcher(), name="cache-batcher")
-        watchers = [asyncio.create_task(self._watch(kind), name=f"watch-{kind}") for kind in self.kinds]
-        await stop.wait()
-        for w in watchers:
-            w.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
-        await self.queue.join()  # everything already seen is published and mirrored
-        batcher.cancel()
-        await asyncio.gather(batcher, return_exceptions=True)
+        live = await cluster_identity(self.js, self.names)
+        assert live is not None  # just ensured
+        self.stream = live
+        held, seq = await self.mirror.identity()
+        if held and held == live.id and seq <= live.last_seq:
+            await self._load_known()
+            return
+        why = "unidentified (empty, flushed or mid-rebuild)" if not held else "of another stream or ahead of it"
+        log.warning("the mirror is %s; rebuilding it from a full list (stream %s)", why, live.id)
+        self.metrics.rebuilds.inc()
+        self.building = True
+        await self.mirror.reset(fence=self.fence, seq=live.last_seq)
 
     async def _load_known(self) -> None:
         """What the mirror holds, so restarts publish only real changes."""
-        _, objects = await self.mirror.load(self.kinds)
-        for kind, held in objects.items():
+        state = await self.mirror.load(self.kinds)
+        for kind, held in state.objects.items():
             versions = self.known.of(kind)
             for key, raw in held.items():
-                versions[key] = _meta.decode(raw).metadata.resourceVersion
+                try:
+                    versions[key] = _meta.decode(raw).metadata.resourceVersion
+                except msgspec.DecodeError:  # unreadable: unknown, so the relist writes it again
+                    self.metrics.bad.labels(kind).inc()
+
+    async def _guard(self) -> None:
+        """Notice a replaced stream or a lost mirror even when nothing changes in the cluster."""
+        while True:
+            await asyncio.sleep(self.guard_period)  # the guard's period
+            live = await cluster_identity(self.js, self.names)
+            if live is None or live.id != self.stream.id:
+                raise MirrorLost(f"the CLUSTER stream was replaced ({self.stream.id} -> {live and live.id})")
+            held, _ = await self.mirror.identity()
+            if not self.building and held != self.stream.id:
+                raise MirrorLost(f"the mirror no longer reflects stream {self.stream.id} (found {held!r})")
+
+    async def _drain(self) -> None:
+        while not self.queue.empty():
+            await self._flush([d for d in _take_all(self.queue) if d is not None])
 
     # -- watching --------------------------------------------------------------------------
     async def _watch(self, kind: str) -> None:
@@ -119,11 +172,12 @@ class CacheService:
                 await backoff.wait()
                 continue
             self.metrics.relists.labels(kind).inc()
-            for d in relist(self.known, kind, items, self.scheduler_names):
+            for d in self._relist(kind, items):
                 self._enqueue(d)
-            self._listed.add(kind)
-            if self._listed >= set(self.kinds):
-                self.ready.set()
+            if kind not in self._listed:
+                self._listed.add(kind)
+                if self._listed >= set(self.kinds):
+                    self.queue.put_nowait(None)  # after every initial list: seal when flushed
             backoff.reset()
             await self._follow(kind, rv, backoff)
 
@@ -134,7 +188,7 @@ class CacheService:
                 seen = 0
                 async for ev in self.kube.watch(kind, rv):
                     rv = ev.item.meta.resourceVersion or rv
-                    d = on_event(self.known, kind, ev, self.scheduler_names)
+                    d = self._on_event(kind, ev)
                     if d is not None:
                         self._enqueue(d)
                     seen += 1
@@ -153,6 +207,29 @@ class CacheService:
                 self.metrics.watch_errors.labels(kind).inc()
                 return
 
+    def _relist(self, kind: str, items: list[Any]) -> list[Delta]:
+        try:
+            return relist(self.known, kind, items, self.scheduler_names)
+        except msgspec.DecodeError:  # one unreadable object: diff the others, skip it
+            readable = [it for it in items if self._readable(kind, it.raw)]
+            return relist(self.known, kind, readable, self.scheduler_names)
+
+    def _on_event(self, kind: str, ev: Any) -> Delta | None:
+        try:
+            return on_event(self.known, kind, ev, self.scheduler_names)
+        except msgspec.DecodeError as exc:
+            self.metrics.bad.labels(kind).inc()
+            log.error("skipping an unreadable %s %s: %s", kind, ev.item.key, exc, extra={"kind": kind})
+            return None
+
+    def _readable(self, kind: str, raw: bytes) -> bool:
+        try:
+            wanted(kind, raw, self.scheduler_names)
+        except msgspec.DecodeError:
+            self.metrics.bad.labels(kind).inc()
+            return False
+        return True
+
     def _enqueue(self, d: Delta) -> None:
         self.known.remember(d)
         self.queue.put_nowait(d)
@@ -163,7 +240,7 @@ class CacheService:
         while True:
             batch = [await self.queue.get()]
             deadline = loop.time() + self.batch_wait
-            while len(batch) < self.batch_max:
+            while len(batch) < self.batch_max and batch[-1] is not None:
                 if not self.queue.empty():
                     batch.append(self.queue.get_nowait())
                     continue
@@ -174,9 +251,21 @@ class CacheService:
                     batch.append(await asyncio.wait_for(self.queue.get(), left))
                 except TimeoutError:
                     break
-            await self._flush(batch)
+            deltas = [d for d in batch if d is not None]
+            if deltas:
+                await self._flush(deltas)
+            if batch[-1] is None:
+                await self._seal()
             for _ in batch:
                 self.queue.task_done()
+
+    async def _seal(self) -> None:
+        """Every initial list is mirrored: readers may trust the mirror from now on."""
+        if self.building:
+            await self.mirror.seal(stream=self.stream.id, fence=self.fence)
+            self.building = False
+            log.info("mirror rebuilt and sealed for stream %s", self.stream.id)
+        self.ready.set()
 
     async def _flush(self, batch: list[Delta]) -> None:
         started = time.perf_counter()
@@ -186,13 +275,20 @@ class CacheService:
             try:
                 seqs = await publish_batch(self.js, outgoing)
                 break
+            except MISSING as exc:  # the stream is gone: the mirror reflects a stream that is no more
+                await ensure_streams(self.js, self.names)
+                raise MirrorLost(f"the CLUSTER stream was lost: {exc!r}") from exc
             except Exception as exc:
                 log.warning("publishing %d deltas failed: %s", len(batch), exc)
                 await backoff.wait()
         while True:
             try:
-                await self.mirror.apply(batch, max(seqs))
+                await self.mirror.apply(
+                    batch, max(seqs), stream=self.stream.id, fence=self.fence, building=self.building
+                )
                 break
+            except MirrorError:
+                raise
             except Exception as exc:
                 log.warning("writing %d deltas to the mirror failed: %s", len(batch), exc)
                 await backoff.wait()
@@ -209,10 +305,19 @@ class CacheService:
         # start_span and an explicit context, not start_as_current_span: nothing runs inside the
         # span, and skipping the context switch halves its cost on the cache's hottest path.
         span = self.tracer.start_span("cache.delta", kind=trace.SpanKind.PRODUCER, attributes=attrs)
-        headers: dict[str, str] = {"Nats-Msg-Id": f"{d.kind}/{d.key}/{d.rv}/{d.op}"}
+        headers: dict[str, str] = {"Nats-Msg-Id": f"{d.kind}/{d.key}/{d.rv}/{d.op}/{self.fence}"}
         propagate.inject(headers, context=trace.set_span_in_context(span))
         span.end()
+        d.epoch = self.fence
         return Outgoing(self.names.delta_subject(d.kind), encode(d), headers)
+
+
+def _take_all(queue: asyncio.Queue[Delta | None]) -> list[Delta | None]:
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+        queue.task_done()
+    return out
 
 
 class _Backoff:

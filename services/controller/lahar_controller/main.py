@@ -8,6 +8,7 @@ import nats
 import redis.asyncio as aioredis
 
 from lahar.adapters.kube import KubeClient, KubeConfig
+from lahar.adapters.leader import LeaderElection
 from lahar.adapters.mirror import Mirror
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
@@ -23,17 +24,34 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     names = Names(opts.prefix)
     nc = await nats.connect(opts.nats_url, name=f"lahar-controller-{opts.replica()}", max_reconnect_attempts=-1)
     rc = aioredis.from_url(opts.redis_url)
+    mirror = Mirror(rc, names.redis_prefix)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
     campaigning = asyncio.Event()  # ready only once the lease bucket is usable
     ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
+    elections: list[LeaderElection] = []
 
     async def act(ended: asyncio.Event, fence: int) -> None:
-        svc = ControllerService(kube, nc.jetstream(), Mirror(rc, names.redis_prefix), names, ctx.registry)
+        await mirror.record_epoch("controller", fence)
+        election = elections[0]
+        svc = ControllerService(
+            kube, nc.jetstream(), mirror, names, ctx.registry, may_write=lambda: election.is_leader
+        )
         await svc.run(either(ended, ctx.stopping))
 
     try:
-        await lead(nc.jetstream(), names, "controller", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
+        await lead(
+            nc.jetstream(),
+            names,
+            "controller",
+            opts.replica(),
+            opts.leader_ttl,
+            ctx.stopping,
+            act,
+            campaigning,
+            epoch_floor=mirror.epoch_floor,
+            on_start=elections.append,
+        )
     finally:
         await kube.close()
         await nc.close()

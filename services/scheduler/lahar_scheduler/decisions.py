@@ -13,7 +13,8 @@ from typing import Any
 from lahar.api.resource import Resource
 from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
-from lahar_scheduler.framework.snapshot import Snapshot
+from lahar_scheduler.framework.snapshot import Snapshot, parse_time
+from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TaskStatus
 
 
 @dataclass
@@ -111,6 +112,57 @@ def invalid_pod(namespace: str, name: str, why: str, session: str, fence: int) -
     )
 
 
+def pod_conditions(
+    snapshot: Snapshot, invalid: dict[str, str], session: str, fence: int, sent: Sent, grace: float = 5.0
+) -> list[PodStatus]:
+    """Conditions for pods no session will ever explain: pods the scheduler cannot read, pods
+    whose PodGroup does not exist, and pods of ours with no PodGroup at all.  A pod younger than
+    ``grace`` seconds is left alone: its PodGroup is usually created just after it."""
+    out = []
+    for key, why in invalid.items():
+        out.extend(_condition(sent, key, f"ignored by the scheduler: {why}", session, fence, "invalid"))
+    for job in snapshot.jobs.values():
+        if job.podgroup is not None:
+            continue
+        why = f"PodGroup {job.uid} does not exist; the pod waits until it is created"
+        for task in job.tasks.values():
+            if task.status == TaskStatus.PENDING and _older(task, snapshot.now, grace):
+                out.extend(_condition(sent, task.key, why, session, fence, "nopodgroup"))
+    for key, task in snapshot.others.items():
+        if task.node_name or not _older(task, snapshot.now, grace):
+            continue
+        if task.pod.spec.scheduler_name in snapshot.scheduler_names:
+            why = (
+                f"no PodGroup: the pod has no {GROUP_NAME_ANNOTATION} annotation, so it waits for one "
+                "(Volcano's controllers create a PodGroup for it; Lahar's does not yet)"
+            )
+            out.extend(_condition(sent, key, why, session, fence, "nopodgroup"))
+    return out
+
+
+def _older(task: Any, now: float, grace: float) -> bool:
+    created = parse_time(task.pod.metadata.creation_timestamp)
+    return not created or now - created >= grace
+
+
+def _condition(sent: Sent, key: str, message: str, session: str, fence: int, tag: str) -> list[PodStatus]:
+    now_sent = ("Unschedulable", message, "")
+    if sent.pods.get(key) == now_sent:
+        return []
+    sent.pods[key] = now_sent
+    namespace, _, name = key.partition("/")
+    return [
+        PodStatus(
+            id=f"{session}/{tag}/{key}",
+            namespace=namespace,
+            name=name,
+            reason="Unschedulable",
+            message=message,
+            fence=fence,
+        )
+    ]
+
+
 def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) -> bool:
     """Send a PodGroup status only when it differs from what was last sent (the API may not have
     echoed our previous write yet), and message-only changes at most every few seconds."""
@@ -127,7 +179,11 @@ def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) ->
     return True
 
 
-def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0) -> Decisions:
+def decisions(
+    result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0, expires: float = 0.0
+) -> Decisions:
+    """The messages of one session.  Binds and evictions carry ``expires``: no binder executes
+    them later, so the scheduler can tell when an unreported one will never run."""
     out = Decisions()
     by_job: dict[str, list[BindItem]] = {}
     for task, node in result.binds:
@@ -141,6 +197,7 @@ def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: 
                     job=job,
                     session=session,
                     fence=fence,
+                    expires=expires,
                     items=items[start : start + BINDS_PER_MESSAGE],
                 )
             )
@@ -156,6 +213,7 @@ def decisions(result: SessionResult, session: str, fence: int, sent: Sent, now: 
                 job=task.job,
                 session=session,
                 fence=fence,
+                expires=expires,
             )
         )
     for uid, update in result.podgroups.items():

@@ -1,10 +1,8 @@
-"""The scheduler service process: every replica follows the deltas (a warm snapshot); only the
-leader runs sessions and publishes decisions."""
+"""The scheduler service process: every replica follows the deltas and the binders' reports (a
+warm snapshot); only the leader, once settled, runs sessions and publishes decisions."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Annotated
 
 import nats
@@ -12,7 +10,6 @@ import redis.asyncio as aioredis
 from msgspec import Meta
 
 from lahar.adapters.mirror import Mirror
-from lahar.leadership import lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
 from lahar.wire.names import Names
@@ -23,6 +20,9 @@ class SchedulerSettings(BusSettings):
     conf: Annotated[str, Meta(description="volcano-scheduler.conf file, reloaded when it changes")] = ""
     schedule_period: Annotated[float, Meta(gt=0, description="seconds between sessions")] = 1.0
     seed: Annotated[int, Meta(description="seed for tie-breaking between equal nodes")] = 0
+    decision_ttl: Annotated[
+        float, Meta(gt=0, description="seconds a decision may wait for a binder before none may run it")
+    ] = 30.0
 
 
 SETTINGS = SchedulerSettings
@@ -45,30 +45,15 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
         period=opts.schedule_period,
         seed=opts.seed,
         tracer=ctx.tracer,
+        identity=opts.replica(),
+        leader_ttl=opts.leader_ttl,
+        decision_ttl=opts.decision_ttl,
     )
-    leading = {"now": False}
-    svc.is_leader = lambda: leading["now"]
     ctx.health.add_check("snapshot", svc.ready.is_set)
-    campaigning = asyncio.Event()  # ready only once the lease bucket is usable
-    ctx.health.add_check("campaigning", campaigning.is_set)
+    ctx.health.add_check("campaigning", svc.campaigning.is_set)  # ready only once the lease bucket is usable
     ctx.health.set_ready(True)
-    runner = asyncio.create_task(svc.run(ctx.stopping))
-
-    async def act(ended: asyncio.Event, fence: int) -> None:
-        await svc.ready.wait()
-        await svc.resync()  # drop what a previous leader assumed; start from the mirror
-        svc.fence = fence
-        leading["now"] = True
-        svc.trigger.set()
-        await ended.wait()
-        leading["now"] = False
-
     try:
-        await lead(js, names, "scheduler", opts.replica(), opts.leader_ttl, ctx.stopping, act, campaigning)
-        await runner
+        await svc.run(ctx.stopping)
     finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
         await nc.close()
         await rc.aclose()

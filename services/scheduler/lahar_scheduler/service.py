@@ -1,15 +1,17 @@
 """The scheduler service: a live snapshot fed by deltas, sessions on a period, decisions out.
 
-It loads the Redis mirror at stream sequence S and follows the CLUSTER stream from S+1; a gap
-in the sequence means something was missed, so it loads the mirror again.  Sessions run every
-``period`` and early (debounced) when pods arrive or resources are freed.  Committed binds stay
-*assumed* in the snapshot until the cache shows the pod bound, or a binder reports a failure.
-Only the leader runs sessions; standbys keep a warm snapshot.
+Every replica follows the cluster (``Follower``: the mirror at S, the CLUSTER stream from S+1) and
+the binders' reports, so a standby's snapshot is warm and knows every bind.  One replica leads,
+by a NATS KV lease whose epoch fences its decisions (docs/CONSISTENCY.md).  A new leader first
+*settles*: it runs no session until no decision of an older epoch is left in the work queue
+(executed, or dropped by the binders as stale), it has read every report, and it has applied
+every delta; the reports of binds done by older epochs are adopted as assumptions, so the room
+they took is never given away again.
 
 A session is pure, synchronous work that can take seconds on a large cluster, so it runs in a
-worker thread: the event loop stays free to renew the leader lease, read acks and keep the NATS
-connection alive.  ``snapshot_lock`` keeps every other change to the snapshot (deltas, results,
-resyncs) waiting meanwhile; deltas queue up in the inbox and are applied after the session.
+worker thread: the event loop stays free to renew the lease, read acks and keep the NATS
+connection alive.  ``snapshot_lock`` keeps every other change to the snapshot (deltas, reports,
+reloads) waiting meanwhile.  Every loop runs supervised: one that dies ends the process.
 """
 
 from __future__ import annotations
@@ -19,36 +21,40 @@ import collections
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import msgspec
+import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from lahar.adapters.bus import Outgoing, dead_letter, ensure_streams, publish_batch
-from lahar.adapters.mirror import Mirror
-from lahar.api.codec import DecodeError
+from lahar.adapters.bus import MISSING, Outgoing, dead_letter, ensure_streams, publish_batch, stream_messages
+from lahar.adapters.follow import Follower
+from lahar.adapters.leader import LeaderElection
+from lahar.adapters.mirror import Mirror, MirrorState
+from lahar.leadership import lead
 from lahar.service.metrics import ServiceMetrics
-from lahar.wire.messages import BadMessage, Binds, Delta, Evict, decode_delta, decode_result, encode
+from lahar.service.supervise import supervised
+from lahar.wire.messages import BadMessage, Binds, Delta, Evict, decode_result, encode
 from lahar.wire.names import Names
 from lahar_scheduler.core import load_conf, run_session
-from lahar_scheduler.decisions import Decisions, Sent, decisions, invalid_pod, missing_queues
-from lahar_scheduler.deltas import apply_delta, decode
+from lahar_scheduler.decisions import Decisions, Sent, decisions, missing_queues, pod_conditions
 from lahar_scheduler.framework.conf import ConfError, SchedulerConf
 from lahar_scheduler.framework.session import SessionResult
-from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.live import KINDS, LiveView
 
 log = logging.getLogger("lahar.scheduler")
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces")
-ASSUME_TIMEOUT = 60.0
-MAX_LINKS = 64
+MAX_LINKS = 64  # span links per job decision
+DECISION_TTL = 30.0  # seconds a decision may wait for a binder before no binder may run it
+RESULTS_LOOKBACK = 120.0  # seconds of binder reports a starting replica reads
+SETTLE_LOG_EVERY = 5.0
 
 
 class Metrics(ServiceMetrics):
@@ -61,11 +67,24 @@ class Metrics(ServiceMetrics):
         self.binds = Counter("lahar_scheduler_binds_total", "Bind decisions published", registry=registry)
         self.evictions = Counter("lahar_scheduler_evictions_total", "Evictions published", registry=registry)
         self.deltas = Counter("lahar_scheduler_deltas_total", "Deltas applied", ["kind"], registry=registry)
-        self.bad = Counter("lahar_scheduler_bad_messages_total", "Unusable messages", ["source"], registry=registry)
+        self.bad = Counter(
+            "lahar_scheduler_bad_messages_total", "Unusable messages and objects", ["source"], registry=registry
+        )
+        self.bad_deltas = Counter(
+            "lahar_scheduler_bad_deltas_total", "Deltas skipped, by why", ["why"], registry=registry
+        )
         self.resyncs = Counter("lahar_scheduler_resyncs_total", "Snapshot reloads from the mirror", registry=registry)
         self.rollbacks = Counter("lahar_scheduler_rollbacks_total", "Assumed binds undone", registry=registry)
         self.assumed = Gauge("lahar_scheduler_assumed", "Binds awaiting confirmation", registry=registry)
         self.leader = Gauge("lahar_scheduler_leader", "1 when this replica leads", registry=registry)
+        self.epoch = Gauge("lahar_scheduler_epoch", "The epoch this replica leads in (0: standby)", registry=registry)
+        self.settle = Histogram(
+            "lahar_scheduler_settle_seconds", "From election to the first session of an epoch", registry=registry
+        )
+        self.publish_failures = Counter(
+            "lahar_scheduler_publish_failures_total", "Sessions whose decisions could not all be published",
+            registry=registry,
+        )
         self.nodes = Gauge("lahar_scheduler_nodes", "Nodes in the snapshot", registry=registry)
         self.pending = Gauge("lahar_scheduler_pending_tasks", "Tasks waiting for a node", registry=registry)
         self.placed = Gauge("lahar_scheduler_placed_tasks", "Tasks bound, binding or running", registry=registry)
@@ -114,6 +133,9 @@ class SchedulerService:
         seed: int = 0,
         tracer: trace.Tracer | None = None,
         clock: Callable[[], float] = time.time,
+        identity: str = "scheduler",
+        leader_ttl: float = 2.0,
+        decision_ttl: float = DECISION_TTL,
     ) -> None:
         self.nc, self.js, self.mirror, self.names = nc, js, mirror, names
         self.conf = conf
@@ -121,229 +143,243 @@ class SchedulerService:
         self.tracer = tracer or trace.get_tracer("lahar.scheduler")
         self.metrics = Metrics.of(registry)
         self.clock = clock
-        self.snapshot = Snapshot([], [], [], [])
-        self.seq = 0
+        self.identity, self.leader_ttl, self.decision_ttl = identity, leader_ttl, decision_ttl
+        self.view = LiveView(clock())
         self.fence = 0
-        self.is_leader: Callable[[], bool] = lambda: True
+        self.leading = False  # elected and settled: sessions run
+        self.settling = ""  # why a new leader does not schedule yet ("" when it does, or standby)
+        self.election: LeaderElection | None = None
+        self.campaigning = asyncio.Event()
         self.trigger = asyncio.Event()
-        self.ready = asyncio.Event()
-        self.assumed: dict[str, tuple[str, float]] = {}
         self.sent = Sent()
         self.sessions = 0
-        self._links: dict[str, trace.SpanContext] = {}
-        self._delta_sub: Any = None
-        self._resync_needed = False
-        self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
-        self._applied: collections.Counter[str] = collections.Counter()  # deltas by kind, this batch
         self.snapshot_lock = asyncio.Lock()  # held while the snapshot changes or a session reads it
+        self.follower = Follower(
+            js,
+            mirror,
+            names,
+            kinds=KINDS,
+            source="delta",
+            load=self._load,
+            apply=self._apply,
+            bad=self.metrics.bad_deltas,
+            lock=self.snapshot_lock,
+            applied=self._applied_batch,
+        )
+        self.ready = self.follower.ready  # a snapshot is loaded and followed
+        self._applied: collections.Counter[str] = collections.Counter()  # deltas by kind, this batch
+        self._results_sub: Any = None
+        self.results: asyncio.Queue[Msg] = asyncio.Queue()
+
+    @property
+    def snapshot(self) -> Any:
+        return self.view.snapshot
+
+    @property
+    def is_leader(self) -> bool:
+        """Leading now: settled, and the lease has not run out by our clock."""
+        return self.leading and self.election is not None and self.election.is_leader
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_streams(self.js, self.names)
-        await self.resync()
-        results = await self.js.subscribe(
-            self.names.result_subject,
-            stream=self.names.results_stream,
-            cb=self._on_result,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-        )
-        loop = asyncio.create_task(self._loop(stop), name="sessions")
-        applier = asyncio.create_task(self._apply_inbox(), name="deltas")
-        await stop.wait()
-        loop.cancel()
-        applier.cancel()
-        await asyncio.gather(loop, applier, return_exceptions=True)
-        await results.unsubscribe()
-        if self._delta_sub is not None:
-            await self._delta_sub.unsubscribe()
+        loops = {
+            "follow": self.follower.run(),
+            "results": self._follow_results(),
+            "sessions": self._loop(),
+            "lease": self._lead(),
+        }
+        try:
+            await supervised(stop.wait(), loops)
+        finally:
+            self.leading = False
 
-    async def resync(self) -> None:
-        """Load the mirror at sequence S and follow the stream from S+1."""
-        if self._delta_sub is not None:
-            await self._delta_sub.unsubscribe()
-            self._delta_sub = None
-        while not self.inbox.empty():  # deltas of the old subscription: the mirror covers them
-            self.inbox.get_nowait()
-        seq, objects = await self.mirror.load(KINDS)
-        async with self.snapshot_lock:
-            self.snapshot = self._build(objects)
-            self.seq = seq
-            self._reassume()
+    # -- the snapshot: mirror and deltas (through the follower, with snapshot_lock held) ---------
+    def _load(self, state: MirrorState) -> None:
+        loaded = self.view.load(state, self.clock())
         self.metrics.resyncs.inc()
-        self._delta_sub = await self.js.subscribe(
-            self.names.delta_subjects,
-            stream=self.names.cluster_stream,
-            cb=self._on_delta,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            config=_start_at(seq + 1),
-        )
-        self._resync_needed = False
-        self.ready.set()
+        for kind, key, why in loaded.skipped or []:
+            self.metrics.bad.labels("object").inc()
+            log.error("ignoring %s %s from the mirror: %s", kind, key, why)
+        log.info("snapshot loaded from the mirror at sequence %d: %d objects", state.seq, loaded.objects)
         self.trigger.set()
 
-    def _build(self, objects: dict[str, dict[str, bytes]]) -> Snapshot:
-        decoded: dict[str, list[Any]] = {k: [] for k in KINDS}
-        for kind, held in objects.items():
-            for key, raw in held.items():
-                delta = Delta(kind=kind, op="ADDED", key=key, rv="", obj=msgspec.Raw(raw))
-                try:
-                    obj = decode(delta)
-                except DecodeError as exc:
-                    log.error("ignoring %s %s from the mirror: %s", kind, key, exc)
-                    continue
-                if obj is not None:
-                    decoded[kind].append(obj)
-        return Snapshot(
-            decoded["nodes"],
-            decoded["pods"],
-            decoded["podgroups"],
-            decoded["queues"],
-            decoded["priorityclasses"],
-            decoded["namespaces"],
-            now=self.clock(),
-        )
-
-    # -- deltas --------------------------------------------------------------------------------
-    async def _on_delta(self, msg: Msg) -> None:
-        """The subscription's callback only queues: nats-py drains a backlog of callbacks without
-        yielding to the event loop, which would starve the session loop for seconds."""
-        self.inbox.put_nowait(msg)
-
-    async def _apply_inbox(self) -> None:
-        """Apply queued deltas in batches, yielding to other tasks between batches."""
-        while True:
-            msg = await self.inbox.get()
-            batch = [msg]
-            while len(batch) < 512 and not self.inbox.empty():
-                batch.append(self.inbox.get_nowait())
-            async with self.snapshot_lock:
-                for m in batch:
-                    await self._apply(m)
-            # Counted per batch: a labelled counter's lookup costs more than applying some deltas.
-            for kind, n in self._applied.items():
-                self.metrics.deltas.labels(kind).inc(n)
-            self._applied.clear()
-            await asyncio.sleep(0)
-
-    async def _apply(self, msg: Msg) -> None:
-        sseq = msg.metadata.sequence.stream
-        if sseq <= self.seq:
-            return  # already in the snapshot (loaded from the mirror)
-        if sseq != self.seq + 1 and not self._resync_needed:
-            log.warning("delta stream gap: expected %d, got %d; reloading the mirror", self.seq + 1, sseq)
-            self._resync_needed = True
-            self.trigger.set()
-            return
-        if self._resync_needed:
-            return
-        self.seq = sseq
-        try:
-            delta = decode_delta(msg.data)
-        except BadMessage as exc:
-            self.metrics.bad.labels("delta").inc()
-            log.error("unusable delta at sequence %d: %s", sseq, exc)
-            await dead_letter(self.js, self.names, "delta", msg.data, str(exc))
-            return
-        try:
-            obj = decode(delta)
-        except DecodeError as exc:
-            self.metrics.bad.labels("object").inc()
-            log.error("ignoring %s %s: %s", delta.kind, delta.key, exc)
-            await self._invalid(delta, str(exc))
-            return
+    def _apply(self, delta: Delta, headers: dict[str, str] | None) -> None:
+        ctx = None
+        if delta.kind == "pods" and delta.op == "ADDED" and headers:
+            span_ctx = trace.get_current_span(propagate.extract(headers)).get_span_context()
+            ctx = span_ctx if span_ctx.is_valid else None
+        change = self.view.apply(delta, ctx)
         self._applied[delta.kind] += 1
-        change = apply_delta(self.snapshot, delta, obj)
-        if delta.kind == "pods":
-            self._confirm(delta)
-            if delta.op == "ADDED":  # the creation is what a session's span links to
-                ctx = trace.get_current_span(propagate.extract(msg.headers or {})).get_span_context()
-                if ctx.is_valid:
-                    self._links[delta.key] = ctx
         if change.pending or change.freed:
             self.trigger.set()
 
-    async def _invalid(self, delta: Delta, why: str) -> None:
-        """An object the scheduler cannot read: forget it, and tell the owner of a waiting pod why."""
-        namespace, _, name = delta.key.rpartition("/")
-        if delta.kind != "pods":
-            return
-        self.snapshot.delete_pod(namespace, name)
-        if not self.is_leader() or _has_node(delta):
-            return
-        msg = invalid_pod(namespace, name, why, f"{self.names.prefix}-invalid", self.fence)
-        await publish_batch(self.js, [Outgoing(self.names.decision_subject("podstatus"), encode(msg))])
+    def _applied_batch(self) -> None:
+        # Counted per batch: a labelled counter's lookup costs more than applying some deltas.
+        for kind, n in self._applied.items():
+            self.metrics.deltas.labels(kind).inc(n)
+        self._applied.clear()
 
-    def _confirm(self, delta: Delta) -> None:
-        """A pod delta settles an assumption: bound as decided, gone, or still waiting."""
-        key = delta.key
-        if key not in self.assumed:
-            return
-        task = self.snapshot.tasks.get(key)
-        if delta.op == "DELETED" or task is None or task.node_name:
-            del self.assumed[key]
-            self._links.pop(key, None)
-            return
-        node, _ = self.assumed[key]
-        self.snapshot.move(task, TaskStatus.BINDING, node)
+    # -- binders' reports ------------------------------------------------------------------------
+    async def _follow_results(self) -> None:
+        """Every replica reads every report (a standby learns the binds of the leader it may
+        replace); a lost stream or consumer is subscribed to again."""
+        while True:
+            self._results_sub = await self._subscribe_results()
+            try:
+                await self._read_results()
+            except (nats.js.errors.NotFoundError, *MISSING) as exc:
+                log.warning("the results stream went away (%r); subscribing again", exc)
+                await ensure_streams(self.js, self.names)
 
-    def _reassume(self) -> None:
-        for key, (node, _) in list(self.assumed.items()):
-            task = self.snapshot.tasks.get(key)
-            if task is None or task.node_name:
-                del self.assumed[key]
-            elif task.status == TaskStatus.PENDING:
-                self.snapshot.move(task, TaskStatus.BINDING, node)
+    async def _subscribe_results(self) -> Any:
+        start = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=RESULTS_LOOKBACK)
+        self.results = asyncio.Queue()
+        return await self.js.subscribe(
+            self.names.result_subject,
+            stream=self.names.results_stream,
+            cb=self._queue_result,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.BY_START_TIME,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start),
+        )
 
-    # -- results ---------------------------------------------------------------------------------
-    async def _on_result(self, msg: Msg) -> None:
-        try:
-            res = decode_result(msg.data)
-        except BadMessage as exc:
-            self.metrics.bad.labels("result").inc()
-            log.error("unusable result: %s", exc)
-            await dead_letter(self.js, self.names, "result", msg.data, str(exc))
-            return
-        if res.kind != "bind" or res.outcome == "done":
-            return
-        key = f"{res.namespace}/{res.name}"
+    async def _queue_result(self, msg: Msg) -> None:
+        self.results.put_nowait(msg)
+
+    async def _read_results(self) -> None:
+        checked = time.monotonic()
+        while True:
+            try:
+                msg = await asyncio.wait_for(self.results.get(), 1.0)
+            except TimeoutError:
+                msg = None
+            if msg is not None:
+                batch = [msg]
+                while not self.results.empty() and len(batch) < 512:
+                    batch.append(self.results.get_nowait())
+                await self._apply_results(batch)
+            if time.monotonic() - checked > 2.0:  # is the consumer still there?
+                checked = time.monotonic()
+                await self._results_sub.consumer_info()
+
+    async def _apply_results(self, batch: list[Msg]) -> None:
+        freed = False
         async with self.snapshot_lock:
-            self._forget(key, f"bind {res.outcome}: {res.message}")
-
-    def _forget(self, key: str, why: str) -> None:
-        if self.assumed.pop(key, None) is None:
-            return
-        task = self.snapshot.tasks.get(key)
-        if task is not None and task.status == TaskStatus.BINDING and not task.pod.spec.node_name:
-            self.snapshot.move(task, TaskStatus.PENDING, "")
-            self.metrics.rollbacks.inc()
-            log.info("bind of %s rolled back: %s", key, why)
+            for msg in batch:
+                try:
+                    res = decode_result(msg.data)
+                except BadMessage as exc:
+                    self.metrics.bad.labels("result").inc()
+                    log.error("unusable result: %s", exc)
+                    await dead_letter(self.js, self.names, "result", msg.data, str(exc))
+                    continue
+                freed |= self.view.result(res)
+        self._rollbacks()
+        if freed:
             self.trigger.set()
 
+    async def _results_caught_up(self) -> bool:
+        if self._results_sub is None or not self.results.empty():
+            return False
+        try:
+            info = await self._results_sub.consumer_info()
+        except (nats.errors.Error, TimeoutError):
+            return False
+        return int(info.num_pending or 0) == 0 and self.results.empty()
+
+    # -- leadership --------------------------------------------------------------------------------
+    async def _lead(self) -> None:
+        never = asyncio.Event()  # the service stops by cancellation, which releases the lease
+        await lead(
+            self.js,
+            self.names,
+            "scheduler",
+            self.identity,
+            self.leader_ttl,
+            never,
+            self._act,
+            self.campaigning,
+            epoch_floor=self.mirror.epoch_floor,
+            key=self.names.scheduler_lease,
+            on_start=self._elections,
+        )
+
+    def _elections(self, election: LeaderElection) -> None:
+        self.election = election
+
+    async def _act(self, ended: asyncio.Event, fence: int) -> None:
+        await self.mirror.record_epoch("scheduler", fence)
+        self.fence = fence
+        self.metrics.epoch.set(fence)
+        try:
+            if not await self._settle(ended, fence):
+                return
+            self.sent = Sent()  # what an earlier epoch sent is no guide: send every status again
+            self.leading = True
+            self.trigger.set()
+            await ended.wait()
+        finally:
+            self.leading = False
+            self.settling = ""
+            self.metrics.epoch.set(0)
+
+    async def _settle(self, ended: asyncio.Event, fence: int) -> bool:
+        """Wait until nothing of an older epoch can still change the cluster unseen; False if the
+        lease was lost meanwhile."""
+        started = time.monotonic()
+        logged = started
+        while not ended.is_set():
+            self.settling = await self._unsettled()
+            if not self.settling:
+                took = time.monotonic() - started
+                self.metrics.settle.observe(took)
+                log.info("epoch %d: settled in %.2f s; scheduling", fence, took)
+                return True
+            if time.monotonic() - logged >= SETTLE_LOG_EVERY:
+                logged = time.monotonic()
+                log.warning("epoch %d: not scheduling yet (%.0f s): %s", fence, logged - started, self.settling)
+            await asyncio.sleep(0.05)  # polling interval of a settle that is still waiting
+        return False
+
+    async def _unsettled(self) -> str:
+        """Why the new epoch must still wait, or ""."""
+        try:
+            older = await stream_messages(self.js, self.names.decisions_stream)
+        except (nats.errors.Error, TimeoutError) as exc:
+            return f"cannot read the decision queue ({exc!r})"
+        if older:
+            return f"{older} decisions of older epochs are not yet executed or dropped (are binders running?)"
+        if not await self._results_caught_up():
+            return "binders' reports are not all read"
+        if not await self.follower.caught_up():
+            return "the cluster's deltas are not all applied"
+        return ""
+
     # -- sessions ----------------------------------------------------------------------------------
-    async def _loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+    async def _loop(self) -> None:
+        while True:
             try:
                 await asyncio.wait_for(self.trigger.wait(), self.period)
                 await asyncio.sleep(self.debounce)  # gather a burst of arrivals into one session
             except TimeoutError:
                 pass
             self.trigger.clear()
-            if self._resync_needed:
-                await self.resync()
             self.conf.refresh()
-            self._expire_assumptions()
-            leader = self.is_leader()
+            async with self.snapshot_lock:
+                self.view.expire(self.clock())
+            self._rollbacks()
+            leader = self.is_leader
             self.metrics.leader.set(1 if leader else 0)
-            if leader:
+            if leader and self.ready.is_set():
                 await self.session()
 
-    def _expire_assumptions(self) -> None:
-        now = self.clock()
-        for key, (_, since) in list(self.assumed.items()):
-            if now - since > ASSUME_TIMEOUT:
-                self._forget(key, "no confirmation in time")
+    def _rollbacks(self) -> None:
+        if self.view.rollbacks:
+            self.metrics.rollbacks.inc(self.view.rollbacks)
+            self.view.rollbacks = 0
+            self.trigger.set()
+        self.metrics.assumed.set(len(self.view.assumptions))
 
     async def session(self) -> SessionResult:
         self.sessions += 1
@@ -353,17 +389,14 @@ class SchedulerService:
         started = time.perf_counter()
         async with self.snapshot_lock:
             result, out, batch = await asyncio.to_thread(self._decide, uid, stamp, now)
+            self.view.assume(out.binds)  # before the lock goes: a report may follow at once
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(time.perf_counter() - started)
-        now = self.clock()
-        for group in out.binds:
-            for b in group.items:
-                self.assumed[f"{b.namespace}/{b.name}"] = (b.node, now)
-        self.metrics.assumed.set(len(self.assumed))
+        self.metrics.assumed.set(len(self.view.assumptions))
         self._gauges()
         decided = time.perf_counter()
-        if batch:
-            await publish_batch(self.js, batch)
+        if batch and self.is_leader:
+            await self._publish(batch)
         published = time.perf_counter()
         if out.binds or out.evictions:
             log.info(
@@ -373,19 +406,33 @@ class SchedulerService:
                 len(out.evictions),
                 (decided - started) * 1000,
                 (published - decided) * 1000,
-                self.inbox.qsize(),
+                self.follower.inbox.qsize(),
             )
         self.metrics.binds.inc(len(result.binds))
         self.metrics.evictions.inc(len(out.evictions))
         return result
+
+    async def _publish(self, batch: list[Outgoing]) -> None:
+        """Publish a session's decisions.  If that fails, what was assumed stays assumed (some
+        messages may have been stored): their deadlines, or the binders' reports, settle them."""
+        try:
+            await publish_batch(self.js, batch)
+        except Exception as exc:
+            self.metrics.publish_failures.inc()
+            self.sent = Sent()  # statuses that were not written are written again next time
+            log.error("publishing %d decisions failed: %r", len(batch), exc)
+            if isinstance(exc, MISSING):
+                await ensure_streams(self.js, self.names)
 
     def _decide(self, uid: str, stamp: str, now: float) -> tuple[SessionResult, Decisions, list[Outgoing]]:
         """The session and its messages: runs in a worker thread while ``snapshot_lock`` is held."""
         with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
-            out = decisions(result, uid, self.fence, self.sent, stamp, now)
+            expires = now + self.decision_ttl
+            out = decisions(result, uid, self.fence, self.sent, stamp, now, expires)
             out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
+            out.pods.extend(pod_conditions(self.snapshot, self.view.invalid, uid, self.fence, self.sent))
             return result, out, self._outgoing(result, out)
 
     def _gauges(self) -> None:
@@ -400,10 +447,11 @@ class SchedulerService:
     def _outgoing(self, result: SessionResult, out: Decisions) -> list[Outgoing]:
         """Decision messages, each bind/evict carrying the context of its job's span."""
         job_ctx: dict[str, dict[str, str]] = {}
+        links_of = self.view.links
         for job, d in result.decisions.items():
             if not d.chosen and not d.outcome:
                 continue
-            links = [trace.Link(self._links[k]) for k in list(d.chosen)[:MAX_LINKS] if k in self._links]
+            links = [trace.Link(links_of[k]) for k in list(d.chosen)[:MAX_LINKS] if k in links_of]
             attrs: dict[str, Any] = {
                 "lahar.job": job,
                 "lahar.queue": d.queue,
@@ -428,24 +476,3 @@ class SchedulerService:
             for m in group:
                 batch.append(Outgoing(self.names.decision_subject(kind), encode(m), {"Nats-Msg-Id": m.id}))
         return batch
-
-
-class _NodeName(msgspec.Struct):
-    nodeName: str = ""
-
-
-class _Placed(msgspec.Struct):
-    spec: _NodeName = msgspec.field(default_factory=_NodeName)
-
-
-def _has_node(delta: Delta) -> bool:
-    try:
-        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
-
-
-def _start_at(seq: int) -> Any:
-    from nats.js.api import ConsumerConfig
-
-    return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=seq)

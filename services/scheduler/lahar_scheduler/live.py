@@ -1,0 +1,177 @@
+"""The scheduler's snapshot, kept current from the mirror, the cluster's deltas and the binders'
+reports.  No I/O: the service shell feeds it messages and turns what it returns into messages,
+spans and metrics.
+
+Besides the snapshot it keeps the binds assumed but not yet seen (``Assumptions``), the span
+context of each waiting pod's creation (for the session span's links), and the pods it cannot
+read (each gets a condition saying why, from whichever replica leads).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from lahar.adapters.mirror import MirrorState
+from lahar.api.codec import DecodeError
+from lahar.wire.messages import Binds, Delta, Result
+from lahar_scheduler.assumptions import Assumptions, Effect
+from lahar_scheduler.deltas import Change, apply_delta, decode
+from lahar_scheduler.framework.snapshot import Snapshot
+from lahar_scheduler.framework.types import TaskStatus
+
+log = logging.getLogger("lahar.scheduler")
+
+KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces")
+MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
+MAX_INVALID = 10_000
+
+
+@dataclass
+class Loaded:
+    objects: int = 0
+    skipped: list[tuple[str, str, str]] | None = None  # (kind, key, why) of objects that could not be read
+
+
+class LiveView:
+    def __init__(self, now: float = 0.0) -> None:
+        self.snapshot = Snapshot([], [], [], [], now=now)
+        self.assumptions = Assumptions()
+        self.links: dict[str, Any] = {}  # pod -> the span context of its creation delta
+        self.invalid: dict[str, str] = {}  # pod -> why the scheduler cannot read it
+        self.rollbacks = 0
+
+    # -- the mirror --------------------------------------------------------------------------
+    def load(self, state: MirrorState, now: float) -> Loaded:
+        """Replace the snapshot with the mirror's objects; one unreadable object never stops the
+        load: it is skipped and reported."""
+        decoded: dict[str, list[Any]] = {k: [] for k in KINDS}
+        skipped: list[tuple[str, str, str]] = []
+        self.invalid.clear()
+        for kind, held in state.objects.items():
+            for key, raw in held.items():
+                delta = Delta(kind=kind, op="ADDED", key=key, rv="", obj=msgspec.Raw(raw))
+                try:
+                    obj = decode(delta)
+                except Exception as exc:  # any failure to read one object: skip it, say why
+                    skipped.append((kind, key, str(exc)))
+                    if kind == "pods" and not _has_node(delta):
+                        self._mark_invalid(key, str(exc))
+                    continue
+                if obj is not None:
+                    decoded[kind].append(obj)
+        self.snapshot = Snapshot(
+            decoded["nodes"],
+            decoded["pods"],
+            decoded["podgroups"],
+            decoded["queues"],
+            decoded["priorityclasses"],
+            decoded["namespaces"],
+            now=now,
+        )
+        for key, node in list(self.assumptions.items()):
+            self._effect(key, ("place", node))
+        self.links = {k: v for k, v in self.links.items() if self._waiting(k)}
+        return Loaded(sum(len(v) for v in decoded.values()), skipped)
+
+    # -- deltas --------------------------------------------------------------------------------
+    def apply(self, delta: Delta, trace_context: Any = None) -> Change:
+        """Apply one delta.  Raises (DecodeError, or what a malformed object makes the snapshot
+        raise) for a delta that must be dead-lettered; an unreadable pod is first forgotten and
+        recorded, so it gets a condition."""
+        try:
+            obj = decode(delta)
+        except DecodeError as exc:
+            if delta.kind == "pods":
+                namespace, _, name = delta.key.rpartition("/")
+                self.snapshot.delete_pod(namespace, name)
+                if not _has_node(delta):
+                    self._mark_invalid(delta.key, str(exc))
+            raise
+        change = apply_delta(self.snapshot, delta, obj)
+        if delta.kind == "pods":
+            self._pod_changed(delta, trace_context)
+        return change
+
+    def _pod_changed(self, delta: Delta, trace_context: Any) -> None:
+        key = delta.key
+        self.invalid.pop(key, None)
+        task = self.snapshot.tasks.get(key)
+        pod_node = None if delta.op == "DELETED" or task is None else task.pod.spec.node_name
+        self._effect(key, self.assumptions.observe(key, pod_node))
+        if pod_node == "" and delta.op == "ADDED" and trace_context is not None:
+            if len(self.links) >= MAX_LINKS:
+                self.links.pop(next(iter(self.links)))
+            self.links[key] = trace_context
+        elif pod_node != "":
+            self.links.pop(key, None)
+
+    # -- binders' reports and our own decisions ---------------------------------------------------
+    def result(self, res: Result) -> bool:
+        """Apply a binder's report; True when a bind was rolled back (room freed)."""
+        if res.kind != "bind":
+            return False
+        key = f"{res.namespace}/{res.name}"
+        task = self.snapshot.tasks.get(key)
+        pod_node = None if task is None else task.pod.spec.node_name
+        return self._effect(key, self.assumptions.result(key, res.outcome, res.node, pod_node), res.message)
+
+    def assume(self, binds: Iterable[Binds]) -> None:
+        """Decisions just published: their pods count as placed until a report or the cache says."""
+        for group in binds:
+            for item in group.items:
+                self.assumptions.assume(f"{item.namespace}/{item.name}", item.node, group.expires)
+
+    def expire(self, now: float) -> int:
+        """Roll back assumptions whose decisions can no longer run; how many."""
+        gone = self.assumptions.expire(now)
+        for key in gone:
+            self._effect(key, ("release",), "its decision expired without a report")
+        return len(gone)
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _effect(self, key: str, effect: Effect, why: str = "") -> bool:
+        if effect is None:
+            return False
+        task = self.snapshot.tasks.get(key)
+        if task is None:
+            return False
+        if effect[0] == "place":
+            node = effect[1]
+            if task.status == TaskStatus.PENDING and node in self.snapshot.nodes.by_name:
+                self.snapshot.move(task, TaskStatus.BINDING, node)
+            return False
+        if task.status == TaskStatus.BINDING and not task.pod.spec.node_name:
+            self.snapshot.move(task, TaskStatus.PENDING, "")
+            self.rollbacks += 1
+            log.info("bind of %s rolled back: %s", key, why)
+            return True
+        return False
+
+    def _waiting(self, key: str) -> bool:
+        task = self.snapshot.tasks.get(key)
+        return task is not None and not task.pod.spec.node_name
+
+    def _mark_invalid(self, key: str, why: str) -> None:
+        if len(self.invalid) >= MAX_INVALID:
+            self.invalid.pop(next(iter(self.invalid)))
+        self.invalid[key] = why
+
+
+class _NodeName(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Placed(msgspec.Struct):
+    spec: _NodeName = msgspec.field(default_factory=_NodeName)
+
+
+def _has_node(delta: Delta) -> bool:
+    try:
+        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
