@@ -143,7 +143,8 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         await js.publish(names.delta_subject("queues"), encode(queue))
         huge = pod(ns, "huge", "pg2")
         huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "9" * 400
-        huge_delta = Delta(kind="pods", op="ADDED", key=f"{ns}/huge", rv="1", obj=msgspec.Raw(json.dumps(huge).encode()))
+        raw = msgspec.Raw(json.dumps(huge).encode())
+        huge_delta = Delta(kind="pods", op="ADDED", key=f"{ns}/huge", rv="1", obj=raw)
         await js.publish(names.delta_subject("pods"), encode(huge_delta))
         await js.publish(names.decision_subject("bind"), msgspec.json.encode({"v": 99, "kind": "bind"}))
         await js.publish(names.result_subject, b"\x00\x01")
