@@ -15,6 +15,7 @@ import nats
 import pytest
 
 from lahar.adapters.kube import KubeClient, KubeConfig
+from lahar.adapters.leader import read_lease
 from lahar.e2e.workload import JobSpec, Tracker, ensure_queues, submit, watch_binds
 from lahar.sim import Emulator
 from lahar.up.stack import LocalStack, StackConfig
@@ -108,8 +109,8 @@ async def _leader(nats_url: str, stack: LocalStack, role: str) -> str:
     nc = await nats.connect(nats_url)
     try:
         kv = await nc.jetstream().key_value(stack.names.leader_bucket)
-        entry = await kv.get(role)
-        return (entry.value or b"").decode()
+        lease = await read_lease(kv, role)
+        return lease.holder if lease is not None else ""
     except Exception:  # no leader yet
         return ""
     finally:
