@@ -32,6 +32,14 @@ async def test_healthz_answers(client: httpx.AsyncClient) -> None:
     assert (reply.status_code, reply.text) == (200, "ok\n")
 
 
+async def test_healthz_fails_once_a_loop_died(probes: ProbeServer, client: httpx.AsyncClient) -> None:
+    probes.health.set_ready()
+    probes.health.die("LoopDied('deltas')")
+    reply = await client.get("/healthz")
+    assert (reply.status_code, reply.text) == (500, "dead: LoopDied('deltas')\n")
+    assert (await client.get("/readyz")).status_code == 503
+
+
 async def test_readyz_follows_the_flag_the_checks_and_draining(probes: ProbeServer, client: httpx.AsyncClient) -> None:
     health = probes.health
     reply = await client.get("/readyz")

@@ -13,10 +13,12 @@ log = logging.getLogger(__name__)
 class Health:
     """Ready when the service said so (``set_ready``), every check passes and it is not draining.
 
-    Liveness needs no state: ``/healthz`` answers from the event loop, so a stuck loop fails it.
+    Liveness: ``/healthz`` answers from the event loop, so a stuck loop fails it; and a service
+    whose supervised loop died says so (``die``) before it exits.
     """
 
     def __init__(self) -> None:
+        self.dead: str | None = None
         self._ready = False
         self._draining = False
         self._checks: dict[str, Callable[[], bool]] = {}
@@ -30,6 +32,10 @@ class Health:
             raise ValueError(f"readiness check {name!r}: already registered")
         self._checks[name] = check
 
+    def die(self, reason: str) -> None:
+        """A loop of the service died: fail liveness (and readiness) from now on."""
+        self.dead = reason
+
     def drain(self) -> None:
         """Shutting down: report not ready from now on, so no new work is routed here."""
         self._draining = True
@@ -37,6 +43,8 @@ class Health:
     def readiness(self) -> tuple[bool, list[str]]:
         """Whether ready, and if not, why (one reason per failing condition)."""
         reasons = []
+        if self.dead is not None:
+            reasons.append(f"dead: {self.dead}")
         if self._draining:
             reasons.append("shutting down")
         elif not self._ready:

@@ -137,7 +137,8 @@ class ProbeServer:
             return 405, [*_TEXT, ("allow", "GET, HEAD")], b"method not allowed\n"
         path = urlsplit(request.target.decode("latin-1")).path
         if path == "/healthz":
-            return 200, _TEXT, b"ok\n"
+            dead = self.health.dead
+            return (200, _TEXT, b"ok\n") if dead is None else (500, _TEXT, f"dead: {dead}\n".encode())
         if path == "/readyz":
             ready, reasons = self.health.readiness()
             return (200, _TEXT, b"ready\n") if ready else (503, _TEXT, f"not ready: {', '.join(reasons)}\n".encode())

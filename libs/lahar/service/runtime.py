@@ -145,7 +145,8 @@ async def _supervise(main: Main[S], ctx: ServiceContext[S], signals: ShutdownSig
 async def _run_main(main: Main[S], ctx: ServiceContext[S]) -> bool:
     try:
         await main(ctx)
-    except Exception:
+    except Exception as exc:
+        ctx.health.die(repr(exc))  # liveness fails first; the exit follows
         log.exception("%s failed", ctx.name)
         return False
     log.info("%s stopped", ctx.name)
