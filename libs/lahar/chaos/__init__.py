@@ -1,0 +1,1 @@
+"""``lahar chaos``: fault scenarios on the whole system, with the invariants checked throughout."""
