@@ -1,0 +1,286 @@
+"""The chaos scenarios: each row of issue 8's table, and the code findings that can be provoked.
+
+A scenario injects one fault into a busy system (see ``harness``); the harness then checks the
+invariants.  Scenarios that hold a fault for a while (binders paused, a leader stopped) do so
+with a fixed hold time: that is the fault's length, not a wait for something to happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from typing import Any
+
+import msgspec
+import nats
+import redis.asyncio as aioredis
+
+from lahar.adapters.bus import stream_messages
+from lahar.adapters.kube import KubeError
+from lahar.adapters.leader import read_lease
+from lahar.chaos.harness import Env, Scenario
+from lahar.e2e.workload import GROUP
+from lahar.wire.messages import BindItem, Binds, Delta, encode
+
+TAKEOVER_LIMIT = 3.0  # seconds for a standby to lead after the leader dies
+RESUME_LIMIT = 5.0  # seconds for binding to resume after NATS or Valkey restarts
+
+
+# -- helpers -------------------------------------------------------------------------------------
+async def _lease(env: Env, role: str) -> tuple[str, int]:
+    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    try:
+        kv = await nc.jetstream().key_value(env.stack.names.leader_bucket)
+        lease = await read_lease(kv, role)
+        return (lease.holder, lease.epoch) if lease is not None else ("", 0)
+    except Exception:  # no bucket (being made again) or no leader yet
+        return ("", 0)
+    finally:
+        await nc.close()
+
+
+async def _new_epoch(env: Env, role: str, after: int, timeout: float = 30.0) -> tuple[str, float]:
+    """Wait for a leader of ``role`` in an epoch above ``after``: (holder, seconds)."""
+    got: list[tuple[str, int]] = []
+
+    async def newer() -> bool:
+        got.append(await _lease(env, role))
+        return got[-1][1] > after
+
+    took = await env.until(f"a new {role} epoch", newer, timeout)
+    return got[-1][0], took
+
+
+async def _decisions_queued(env: Env) -> int:
+    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    try:
+        return await stream_messages(nc.jetstream(), env.stack.names.decisions_stream)
+    finally:
+        await nc.close()
+
+
+async def _publish(env: Env, subject: str, data: bytes) -> None:
+    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    try:
+        await nc.jetstream().publish(subject, data)
+    finally:
+        await nc.close()
+
+
+def _redis(env: Env) -> aioredis.Redis:
+    return aioredis.from_url(env.stack.env()["LAHAR_REDIS_URL"])
+
+
+def _pod(ns: str, name: str, group: str, requests: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": {GROUP: group}},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+        },
+    }
+
+
+async def _condition(env: Env, ns: str, name: str) -> str:
+    raw = json.loads(await env.kube.get("pods", ns, name))
+    conds = (raw.get("status") or {}).get("conditions") or []
+    return next((c.get("message", "") for c in conds if c.get("type") == "PodScheduled"), "")
+
+
+# -- scheduler leadership --------------------------------------------------------------------------
+async def leader_change(env: Env) -> None:
+    """Rolling update of the scheduler while decisions are queued behind 10 s binds."""
+    await env.sim_faults({"latency": {"binding": 10}})
+    await env.until("decisions queued behind slow binds", lambda: _queued_at_least(env, 20), 30)
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    _, took = await _new_epoch(env, "scheduler", epoch)
+    env.figures["takeover_s"] = round(took, 2)
+    await env.sim_faults({})
+
+
+async def _queued_at_least(env: Env, n: int) -> bool:
+    return await _decisions_queued(env) >= n
+
+
+async def leader_change_binders_down(env: Env) -> None:
+    """The scheduler leader changes while every binder is stopped; binders come back later."""
+    binders = [c.log_path.stem for c in env.stack.binders()]
+    for b in binders:
+        env.signal(b, signal.SIGSTOP)
+    await env.until("decisions queued for the stopped binders", lambda: _queued_at_least(env, 10), 30)
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    await _new_epoch(env, "scheduler", epoch)
+    await asyncio.sleep(3.0)  # the fault's length: binders stay stopped for 3 s after the change
+    for b in binders:
+        env.signal(b, signal.SIGCONT)
+
+
+async def standby_takeover(env: Env) -> None:
+    """The leading scheduler dies; a standby must lead within the limit."""
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    _, took = await _new_epoch(env, "scheduler", epoch)
+    env.figures["takeover_s"] = round(took, 2)
+    if took > TAKEOVER_LIMIT:
+        env.problem(f"takeover took {took:.1f} s (limit {TAKEOVER_LIMIT:g} s)")
+
+
+async def graceful_handover(env: Env) -> None:
+    """SIGTERM of the leading scheduler (a rolling update): the lease is handed over at once."""
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGTERM)
+    _, took = await _new_epoch(env, "scheduler", epoch)
+    env.figures["takeover_s"] = round(took, 2)
+    if took > TAKEOVER_LIMIT:
+        env.problem(f"handover took {took:.1f} s (limit {TAKEOVER_LIMIT:g} s)")
+
+
+async def cache_leader_paused(env: Env) -> None:
+    """The cache leader is paused past its lease; a standby takes over; the old one resumes and
+    must not overwrite the mirror (its writes carry an older epoch)."""
+    holder, epoch = await _lease(env, "cache")
+    env.signal(holder, signal.SIGSTOP)
+    await _new_epoch(env, "cache", epoch)
+    await asyncio.sleep(2.0)  # the fault's length: the new leader works while the old one sleeps
+    env.signal(holder, signal.SIGCONT)
+
+
+# -- lost state ------------------------------------------------------------------------------------
+async def nats_storage_lost(env: Env) -> None:
+    """NATS restarts with its JetStream storage gone: streams, the lease bucket and the mirror's
+    stream are all new; fences must not go backwards."""
+    _, before = await _lease(env, "scheduler")
+    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra("nats", wipe=True))
+    try:
+        await _new_epoch(env, "scheduler", before, timeout=60)
+    except TimeoutError:
+        _, now = await _lease(env, "scheduler")
+        env.problem(f"no scheduler epoch above {before} after the loss (now {now}): fences went back")
+    env.figures["epoch_before"], env.figures["epoch_after"] = before, (await _lease(env, "scheduler"))[1]
+
+
+async def nats_restart(env: Env) -> None:
+    fault = env.now()
+    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra("nats", wipe=False))
+    await env.until("a bind after the restart", lambda: env.recovery(fault) is not None, 60)
+    took = env.recovery(fault) or 0.0
+    env.figures["resume_s"] = round(took, 2)
+    if took > RESUME_LIMIT:
+        env.problem(f"binding resumed {took:.1f} s after the NATS restart (limit {RESUME_LIMIT:g} s)")
+
+
+async def valkey_restart(env: Env) -> None:
+    fault = env.now()
+    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra("redis", wipe=False))
+    await env.until("a bind after the restart", lambda: env.recovery(fault) is not None, 60)
+    took = env.recovery(fault) or 0.0
+    env.figures["resume_s"] = round(took, 2)
+    if took > RESUME_LIMIT:
+        env.problem(f"binding resumed {took:.1f} s after the Valkey restart (limit {RESUME_LIMIT:g} s)")
+
+
+async def valkey_flushall(env: Env) -> None:
+    """Valkey loses everything (FLUSHALL), then the leading scheduler restarts and must load a
+    rebuilt mirror, never an empty one."""
+    rc = _redis(env)
+    try:
+        await rc.flushall()
+    finally:
+        await rc.aclose()
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    await _new_epoch(env, "scheduler", epoch)
+
+
+# -- poison ----------------------------------------------------------------------------------------
+async def poison_quantities(env: Env) -> None:
+    """Pods with cpu requests of 400 and 5,000 digits, and negative requests: refused by the API
+    or ignored with a condition, never bound; a poisoned mirror entry never stops a load."""
+    ns = env.load.namespace
+    for name, requests in (
+        ("digits-400", {"cpu": "9" * 400}),
+        ("digits-5000", {"cpu": "9" * 5000}),
+        ("negative-cpu", {"cpu": "-1"}),
+        ("negative-memory", {"memory": "-5Gi"}),
+    ):
+        try:
+            await env.kube.create("pods", ns, _pod(ns, name, "poison", requests))
+            env.figures[f"{name}"] = "accepted"
+        except KubeError as exc:
+            env.figures[f"{name}"] = f"refused {exc.status}" if hasattr(exc, "status") else "refused"
+    # A mirror entry no reader can decode, then a restart that must still load the rest.
+    rc = _redis(env)
+    try:
+        await rc.hset(f"{env.stack.names.redis_prefix}:mirror:pods", f"{ns}/mirror-poison", b'{"spec": [1, 2]')
+    finally:
+        await rc.aclose()
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    await _new_epoch(env, "scheduler", epoch)
+
+
+async def poison_deltas(env: Env) -> None:
+    """Malformed and schema-valid-but-wrong deltas on the bus: dead-lettered, never fatal."""
+    names = env.stack.names
+    await _publish(env, names.delta_subject("pods"), b"{not json")
+    await _publish(env, names.delta_subject("pods"), encode(Delta(kind="pods", op="ADDED", key="x/y", rv="1")))
+    queue = Delta(kind="queues", op="MODIFIED", key="q", rv="1", obj=msgspec.Raw(b"[1,2]"))
+    await _publish(env, names.delta_subject("queues"), encode(queue))
+
+
+async def forged_decision(env: Env) -> None:
+    """A decision with fence 2^63-1 on the bus: dropped; real decisions go on being executed."""
+    ns = env.load.namespace
+    await env.kube.create("podgroups", ns, _podgroup(ns, "forged", 1, queue="nowhere"))
+    await env.kube.create("pods", ns, _pod(ns, "forged-0", "forged", {"cpu": "1"}))
+    node = sorted(env.monitor.ledger.allocatable)[0]
+    forged = Binds(id="forged", fence=2**63 - 1, items=[BindItem(namespace=ns, name="forged-0", node=node)])
+    await _publish(env, env.stack.names.decision_subject("bind"), encode(forged))
+    fault = env.now()
+    await env.until("a real bind after the forged decision", lambda: env.recovery(fault) is not None, 30)
+    if f"{ns}/forged-0" in env.monitor.ledger.ever_bound:
+        env.problem("the forged decision was executed")
+
+
+def _podgroup(ns: str, name: str, members: int, queue: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": members, "queue": queue},
+    }
+
+
+async def podgroup_never_created(env: Env) -> None:
+    """Pods whose PodGroup is never created (its create failed) get a condition saying so."""
+    ns = env.load.namespace
+    await env.kube.create("pods", ns, _pod(ns, "orphan-0", "never-made", {"cpu": "1"}))
+
+    async def explained() -> bool:
+        return "does not exist" in await _condition(env, ns, "orphan-0")
+
+    env.figures["explained_s"] = round(await env.until("the orphan's condition", explained, 30), 2)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("leader-change", "scheduler leader change with decisions queued (10 s binds)", leader_change, fast=True),
+    Scenario(
+        "leader-change-binders-down", "scheduler leader change while binders are stopped", leader_change_binders_down
+    ),
+    Scenario("standby-takeover", "the leading scheduler is killed; a standby leads", standby_takeover, fast=True),
+    Scenario("graceful-handover", "SIGTERM of the leading scheduler (rolling update)", graceful_handover),
+    Scenario("cache-leader-paused", "the cache leader pauses past its lease, then resumes", cache_leader_paused),
+    Scenario("nats-storage-lost", "NATS restarts with its JetStream storage lost", nats_storage_lost),
+    Scenario("nats-restart", "NATS restarts", nats_restart),
+    Scenario("valkey-restart", "Valkey restarts", valkey_restart),
+    Scenario("valkey-flushall", "Valkey FLUSHALL, then a scheduler restart", valkey_flushall, fast=True),
+    Scenario("poison-quantities", "huge and negative quantities; a poisoned mirror entry", poison_quantities),
+    Scenario("poison-deltas", "malformed and object-less deltas on the bus", poison_deltas, fast=True),
+    Scenario("forged-decision", "a decision with fence 2^63-1", forged_decision, fast=True),
+    Scenario("podgroup-never-created", "pods whose PodGroup is never created", podgroup_never_created),
+)
