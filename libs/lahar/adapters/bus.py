@@ -4,15 +4,17 @@ The stream policies are one table (``stream_configs``).  The CLUSTER stream carr
 (``lahar.id`` in its metadata, made when the stream is made): the Redis mirror records the
 identity of the stream it reflects, so a reader can tell a mirror of *this* stream from one of
 a stream that was lost and made again (docs/CONSISTENCY.md).  ``ensure_streams`` keeps an
-existing identity when it brings a stream to the current policy, and makes missing streams again.
+existing identity when it brings a stream to the current policy, and makes missing streams again;
+each stream is made and reconfigured by its owner only (``lahar.wire.access``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import nats.errors
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 IDENTITY = "lahar.id"
 DAY = 24 * 3600.0
 CLUSTER_MAX_BYTES = 1 << 30  # a reader further behind than this reloads the mirror instead
+WAIT_LOG_EVERY = 5.0  # seconds between "still waiting for a stream" lines
+STREAM_POLL = 0.1  # seconds between looks for a stream another service makes
 # What says a stream (or the bucket behind a KV) is gone: make it again.
 MISSING = (jserrors.NoStreamResponseError, jserrors.NotFoundError, jserrors.ServiceUnavailableError)
 
@@ -103,11 +107,44 @@ def _differs(have: jsapi.StreamConfig, want: jsapi.StreamConfig) -> bool:
     return (have.metadata or {}).get(IDENTITY) != (want.metadata or {}).get(IDENTITY)
 
 
-async def ensure_streams(js: JetStreamContext, names: Names, *, delta_max_age: float = DAY) -> None:
-    """Create the CLUSTER, DECISIONS, RESULTS and DEADLETTER streams if missing (JetStream storage
-    lost included), and bring existing ones to the current policy, keeping their identity."""
+async def ensure_streams(
+    js: JetStreamContext,
+    names: Names,
+    *,
+    own: Collection[str] | None = None,
+    need: Collection[str] = (),
+    delta_max_age: float = DAY,
+) -> None:
+    """Create the streams this caller owns if missing (JetStream storage lost included) and bring
+    them to the current policy, keeping their identity; then wait for the streams it ``need``s
+    and does not own to be made by their owners.
+
+    ``own`` names the streams this caller may create and reconfigure (None: every stream, for
+    tools and tests that run as admin).  A service owns only its role's streams
+    (``lahar.wire.access.owned_streams``): its NATS user may not create or update the others, so
+    it only reads their info, and waits (saying so) while one is missing.
+    """
     for config in stream_configs(names, delta_max_age=delta_max_age):
-        await _ensure(js, config)
+        if own is None or config.name in own:
+            await _ensure(js, config)
+    for stream in need:
+        if own is None or stream not in own:
+            await _wait_for_stream(js, stream)
+
+
+async def _wait_for_stream(js: JetStreamContext, stream: str) -> None:
+    since = logged = time.monotonic()
+    while True:
+        try:
+            await js.stream_info(stream)
+            return
+        except MISSING:
+            pass
+        now = time.monotonic()
+        if now - logged >= WAIT_LOG_EVERY:
+            logged = now
+            log.warning("waiting %.0f s for stream %s, made by the service that owns it", now - since, stream)
+        await asyncio.sleep(STREAM_POLL)  # polling interval while another service makes the stream
 
 
 async def cluster_identity(js: JetStreamContext, names: Names) -> StreamIdentity | None:

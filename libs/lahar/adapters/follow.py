@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 import nats.errors
@@ -66,6 +66,7 @@ class Follower:
         lock: asyncio.Lock | None = None,
         applied: Callable[[], None] = lambda: None,
         guard_period: float = 1.0,
+        own: Collection[str] | None = None,
     ) -> None:
         self.js, self.mirror, self.names = js, mirror, names
         self.kinds = frozenset(kinds)
@@ -74,6 +75,7 @@ class Follower:
         self.bad = bad  # a Counter with one label: why
         self.lock = lock or asyncio.Lock()
         self.guard_period = guard_period
+        self.own = own  # the streams this reader may make (lahar.bus.ensure_streams); None: all
         self.seq = 0  # the stream sequence of the last delta applied (or loaded)
         self.epoch = 0  # the newest cache epoch seen
         self.stream = ""  # the identity of the stream followed
@@ -130,7 +132,7 @@ class Follower:
         while True:
             live = await cluster_identity(self.js, self.names)
             if live is None:
-                await ensure_streams(self.js, self.names)
+                await ensure_streams(self.js, self.names, own=self.own, need=[self.names.cluster_stream])
                 continue
             state = await self.mirror.load(self.kinds)
             if state.stream and state.stream == live.id and state.seq <= live.last_seq:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 import msgspec
@@ -101,9 +101,11 @@ class BinderService:
         ack_wait: float = 30.0,
         tracer: trace.Tracer | None = None,
         clock: Callable[[], float] = time.time,
+        own: Collection[str] | None = None,
     ) -> None:
         self.kube, self.js, self.names = kube, js, names
         self.clock = clock
+        self.own = own  # the streams this service may make (lahar.wire.access); None: all
         self.epochs = EpochWatch(js, names.leader_bucket, names.scheduler_lease)
         self.max_in_flight = max_in_flight
         self.max_attempts = max_attempts
@@ -121,7 +123,8 @@ class BinderService:
         await supervised(self._consume(stop), loops)
 
     async def _subscribe(self) -> Any:
-        await ensure_streams(self.js, self.names)
+        need = [self.names.decisions_stream, self.names.results_stream]
+        await ensure_streams(self.js, self.names, own=self.own, need=need)
         return await self.js.pull_subscribe(
             self.names.decision_subjects,
             durable=self.names.binder_consumer,

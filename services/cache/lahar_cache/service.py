@@ -21,7 +21,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -88,6 +88,7 @@ class CacheService:
         batch_wait: float = 0.005,
         fence: int = 0,
         guard_period: float = 1.0,
+        own: Collection[str] | None = None,
     ) -> None:
         self.kube = kube
         self.js = js
@@ -101,6 +102,7 @@ class CacheService:
         self.batch_wait = batch_wait
         self.fence = fence
         self.guard_period = guard_period
+        self.own = own  # the streams this service may make (lahar.wire.access); None: all
         self.known = Known()
         self.queue: asyncio.Queue[Delta | None] = asyncio.Queue()  # None: every kind is listed
         self.ready = asyncio.Event()  # the mirror is sealed: it reflects the cluster and the stream
@@ -120,7 +122,7 @@ class CacheService:
 
     async def _open(self) -> None:
         """Adopt the mirror if it reflects the live stream, else start rebuilding it."""
-        await ensure_streams(self.js, self.names)
+        await ensure_streams(self.js, self.names, own=self.own, need=[self.names.cluster_stream])
         live = await cluster_identity(self.js, self.names)
         assert live is not None  # just ensured
         self.stream = live
@@ -276,7 +278,7 @@ class CacheService:
                 seqs = await publish_batch(self.js, outgoing)
                 break
             except MISSING as exc:  # the stream is gone: the mirror reflects a stream that is no more
-                await ensure_streams(self.js, self.names)
+                await ensure_streams(self.js, self.names, own=self.own, need=[self.names.cluster_stream])
                 raise MirrorLost(f"the CLUSTER stream was lost: {exc!r}") from exc
             except Exception as exc:
                 log.warning("publishing %d deltas failed: %s", len(batch), exc)

@@ -34,9 +34,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     async def act(ended: asyncio.Event, fence: int) -> None:
         await mirror.record_epoch("controller", fence)
         election = elections[0]
-        svc = ControllerService(
-            kube, nc.jetstream(), mirror, names, ctx.registry, may_write=lambda: election.is_leader
-        )
+        svc = ControllerService(kube, nc.jetstream(), mirror, names, ctx.registry, may_write=lambda: election.is_leader)
         await svc.run(either(ended, ctx.stopping))
 
     try:

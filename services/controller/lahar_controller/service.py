@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
@@ -51,9 +51,11 @@ class ControllerService:
         registry: CollectorRegistry,
         *,
         may_write: Callable[[], bool] = lambda: True,
+        own: Collection[str] | None = None,
     ) -> None:
         self.kube, self.js, self.mirror, self.names = kube, js, mirror, names
         self.may_write = may_write
+        self.own = own  # the streams this service may make (lahar.wire.access); None: all
         self.metrics = Metrics.of(registry)
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.follower = Follower(
@@ -65,11 +67,12 @@ class ControllerService:
             load=self._load,
             apply=self._apply,
             bad=self.metrics.bad,
+            own=own,
         )
         self.ready = self.follower.ready
 
     async def run(self, stop: asyncio.Event) -> None:
-        await ensure_streams(self.js, self.names)
+        await ensure_streams(self.js, self.names, own=self.own, need=[self.names.cluster_stream])
         if self.may_write():
             with contextlib.suppress(Conflict):
                 await self.kube.create("queues", "", DEFAULT_QUEUE)

@@ -20,7 +20,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -82,7 +82,8 @@ class Metrics(ServiceMetrics):
             "lahar_scheduler_settle_seconds", "From election to the first session of an epoch", registry=registry
         )
         self.publish_failures = Counter(
-            "lahar_scheduler_publish_failures_total", "Sessions whose decisions could not all be published",
+            "lahar_scheduler_publish_failures_total",
+            "Sessions whose decisions could not all be published",
             registry=registry,
         )
         self.nodes = Gauge("lahar_scheduler_nodes", "Nodes in the snapshot", registry=registry)
@@ -136,9 +137,11 @@ class SchedulerService:
         identity: str = "scheduler",
         leader_ttl: float = 2.0,
         decision_ttl: float = DECISION_TTL,
+        own: Collection[str] | None = None,
     ) -> None:
         self.nc, self.js, self.mirror, self.names = nc, js, mirror, names
         self.conf = conf
+        self.own = own  # the streams this service may make (lahar.wire.access); None: all
         self.period, self.debounce, self.seed = period, debounce, seed
         self.tracer = tracer or trace.get_tracer("lahar.scheduler")
         self.metrics = Metrics.of(registry)
@@ -165,6 +168,7 @@ class SchedulerService:
             bad=self.metrics.bad_deltas,
             lock=self.snapshot_lock,
             applied=self._applied_batch,
+            own=own,
         )
         self.ready = self.follower.ready  # a snapshot is loaded and followed
         self._applied: collections.Counter[str] = collections.Counter()  # deltas by kind, this batch
@@ -182,7 +186,7 @@ class SchedulerService:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        await ensure_streams(self.js, self.names)
+        await self._ensure_streams()
         loops = {
             "follow": self.follower.run(),
             "results": self._follow_results(),
@@ -193,6 +197,10 @@ class SchedulerService:
             await supervised(stop.wait(), loops)
         finally:
             self.leading = False
+
+    async def _ensure_streams(self) -> None:
+        need = [self.names.decisions_stream, self.names.results_stream]
+        await ensure_streams(self.js, self.names, own=self.own, need=need)
 
     # -- the snapshot: mirror and deltas (through the follower, with snapshot_lock held) ---------
     def _load(self, state: MirrorState) -> None:
@@ -230,7 +238,7 @@ class SchedulerService:
                 await self._read_results()
             except (nats.js.errors.NotFoundError, *MISSING) as exc:
                 log.warning("the results stream went away (%r); subscribing again", exc)
-                await ensure_streams(self.js, self.names)
+                await self._ensure_streams()
 
     async def _subscribe_results(self) -> Any:
         start = datetime.fromtimestamp(self.clock(), UTC) - timedelta(seconds=RESULTS_LOOKBACK)
@@ -422,7 +430,7 @@ class SchedulerService:
             self.sent = Sent()  # statuses that were not written are written again next time
             log.error("publishing %d decisions failed: %r", len(batch), exc)
             if isinstance(exc, MISSING):
-                await ensure_streams(self.js, self.names)
+                await self._ensure_streams()
 
     def _decide(self, uid: str, stamp: str, now: float) -> tuple[SessionResult, Decisions, list[Outgoing]]:
         """The session and its messages: runs in a worker thread while ``snapshot_lock`` is held."""
