@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from lahar.infra import NATS_URL_ENV, REDIS_URL_ENV
+from lahar.infra import NATS_CA_ENV, NATS_URL_ENV, REDIS_URL_ENV
 from lahar.sim import Emulator, SimConfig
 
 
@@ -26,6 +26,7 @@ def no_url_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """For tests that start servers of their own, whatever servers the session was pointed at."""
     monkeypatch.delenv(NATS_URL_ENV, raising=False)
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.delenv(NATS_CA_ENV, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.adapters.mirror import Mirror
 from lahar.wire.names import Names
@@ -62,8 +62,10 @@ class Running:
 class Stack:
     """cache + scheduler + binders against one emulator, one NATS, one Redis."""
 
-    def __init__(self, sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None) -> None:
-        self.sim_url, self.nats_url, self.redis_url = sim_url, nats_url, redis_url
+    def __init__(
+        self, sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
+    ) -> None:
+        self.sim_url, self.nats_url, self.redis_url, self.nats_ca = sim_url, nats_url, redis_url, nats_ca
         self.names = Names(prefix)
         self.running: list[Running] = []
         self.traces = traces
@@ -80,7 +82,7 @@ class Stack:
         return provider.get_tracer(f"lahar.{service}")
 
     async def _deps(self) -> tuple[Any, Any, aioredis.Redis, KubeClient]:
-        nc = await nats.connect(self.nats_url)
+        nc = await connect_nats(self.nats_url, ca=self.nats_ca)
         js = nc.jetstream()
         rc = aioredis.from_url(self.redis_url)
         return nc, js, rc, kube_for(self.sim_url)
@@ -153,9 +155,9 @@ async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) 
 
 @contextlib.asynccontextmanager
 async def stack(
-    sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None
+    sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
 ) -> AsyncIterator[Stack]:
-    s = Stack(sim_url, nats_url, redis_url, prefix, traces)
+    s = Stack(sim_url, nats_url, redis_url, prefix, traces, nats_ca)
     try:
         yield s
     finally:

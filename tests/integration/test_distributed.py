@@ -69,11 +69,11 @@ async def ensure_queue(kube: KubeClient, name: str) -> None:
 
 
 async def test_gang_of_four_binds_within_a_second(
-    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
 ) -> None:
     kube = kube_for(sim.url)
     ns = f"g4-{lahar_prefix}".replace("_", "-").lower()
-    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
         await ensure_queue(kube, "default")
         await s.cache()
         await s.scheduler()
@@ -93,11 +93,11 @@ async def test_gang_of_four_binds_within_a_second(
 
 
 async def test_gang_that_cannot_fit_gets_no_bind_and_a_reason(
-    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
 ) -> None:
     kube = kube_for(sim.url)
     ns = f"nofit-{lahar_prefix}".replace("_", "-").lower()
-    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
         await ensure_queue(kube, "default")
         await s.cache()
         await s.scheduler(period=0.2)
@@ -121,18 +121,18 @@ async def test_gang_that_cannot_fit_gets_no_bind_and_a_reason(
 
 
 async def test_malformed_messages_are_dead_lettered_and_services_go_on(
-    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
 ) -> None:
-    import nats
+    from lahar.adapters.connect import connect_nats
 
     kube = kube_for(sim.url)
     ns = f"bad-{lahar_prefix}".replace("_", "-").lower()
-    async with stack(sim.url, nats_url, redis_url, lahar_prefix) as s:
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
         await ensure_queue(kube, "default")
         await s.cache()
         sched = await s.scheduler(period=0.2)
         binder = await s.binder()
-        nc = await nats.connect(nats_url)
+        nc = await connect_nats(nats_url, ca=nats_ca)
         js = nc.jetstream()
         names = s.names
         await js.publish(names.delta_subject("pods"), b"{not json")
@@ -188,14 +188,14 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
 
 
 async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
-    sim: Emulator, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
 ) -> None:
     from lahar.adapters.otel import load_traces, trace_path
 
     traces = str(tmp_path / "traces.jsonl")
     kube = kube_for(sim.url)
     ns = f"tr-{lahar_prefix}".replace("_", "-").lower()
-    async with stack(sim.url, nats_url, redis_url, lahar_prefix, traces) as s:
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, traces, nats_ca=nats_ca) as s:
         await ensure_queue(kube, "default")
         await s.cache()
         await s.scheduler()

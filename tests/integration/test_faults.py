@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.adapters.leader import read_lease
 from lahar.e2e.workload import JobSpec, Tracker, ensure_queues, submit, watch_binds
@@ -42,7 +42,7 @@ def _stack(tmp: Path, kubeconfig: str, nats_url: str, redis_url: str, prefix: st
 
 async def _results(nats_url: str, stack: LocalStack) -> Counter[tuple[str, str]]:
     """(pod, outcome) counts of every bind result the binders reported."""
-    nc = await nats.connect(nats_url)
+    nc = await connect_nats(nats_url, ca=stack.config.nats_ca or "")
     js = nc.jetstream()
     sub = await js.subscribe(stack.names.result_subject, stream=stack.names.results_stream, ordered_consumer=True)
     info = await js.stream_info(stack.names.results_stream)
@@ -76,11 +76,13 @@ async def _run_workload(kube: KubeClient, ns: str, jobs: list[JobSpec], tracker:
 
 
 async def test_killing_a_binder_with_binds_in_flight_loses_nothing(
-    make_sim: Any, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+    make_sim: Any, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Path
 ) -> None:
     sim: Emulator = make_sim(nodes=["200:cpu=32,memory=128Gi,pods=110"], latency=["binding=100ms"])
     kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
-    stack = _stack(tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, binders=2, ack_wait=3.0)
+    stack = _stack(
+        tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca, binders=2, ack_wait=3.0
+    )
     await asyncio.get_running_loop().run_in_executor(None, stack.start)
     kube = KubeClient(KubeConfig.load(kubeconfig))
     try:
@@ -106,7 +108,7 @@ async def test_killing_a_binder_with_binds_in_flight_loses_nothing(
 
 
 async def _leader(nats_url: str, stack: LocalStack, role: str) -> str:
-    nc = await nats.connect(nats_url)
+    nc = await connect_nats(nats_url, ca=stack.config.nats_ca or "")
     try:
         kv = await nc.jetstream().key_value(stack.names.leader_bucket)
         lease = await read_lease(kv, role)
@@ -118,11 +120,13 @@ async def _leader(nats_url: str, stack: LocalStack, role: str) -> str:
 
 
 async def test_scheduler_and_cache_restarts_lose_and_duplicate_nothing(
-    make_sim: Any, nats_url: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+    make_sim: Any, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Path
 ) -> None:
     sim: Emulator = make_sim(nodes=["100:cpu=32,memory=128Gi,pods=110"])
     kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
-    stack = _stack(tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, replicas=2, leader_ttl=3.0)
+    stack = _stack(
+        tmp_path / "stack", kubeconfig, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca, replicas=2, leader_ttl=3.0
+    )
     await asyncio.get_running_loop().run_in_executor(None, stack.start)
     kube = KubeClient(KubeConfig.load(kubeconfig))
     try:

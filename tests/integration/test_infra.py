@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import nats
 import pytest
 import redis.asyncio as aioredis
 import redis.utils
@@ -13,6 +12,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from lahar.infra import (
+    NATS_CA_ENV,
     NATS_URL_ENV,
     REDIS_URL_ENV,
     EmbeddedServer,
@@ -78,14 +78,14 @@ async def test_redis_cleanup_deletes_only_the_tests_keys(
 
 
 async def test_nats_cleanup_deletes_only_the_tests_streams(
-    jetstream: JetStreamContext, nats_url: str, lahar_prefix: str
+    jetstream: JetStreamContext, nats_url: str, nats_ca: str, lahar_prefix: str
 ) -> None:
     other = "t0_00000000_KEPT"
     await jetstream.add_stream(name=f"{lahar_prefix}_A", subjects=[f"{lahar_prefix}.a"])
     await jetstream.create_key_value(bucket=f"{lahar_prefix}_leases")
     await jetstream.add_stream(name=other, subjects=["t0_00000000.kept"])
     try:
-        deleted = await delete_nats_streams(nats_url, lahar_prefix)
+        deleted = await delete_nats_streams(nats_url, lahar_prefix, ca=nats_ca)
         assert sorted(deleted) == sorted([f"{lahar_prefix}_A", f"KV_{lahar_prefix}_leases"])
         # The server is shared by the whole test session: other tests' streams may be there too.
         left = {i.config.name for i in await jetstream.streams_info()}
@@ -98,15 +98,18 @@ async def test_nats_cleanup_deletes_only_the_tests_streams(
 async def test_url_settings_are_used_instead_of_starting_servers(
     monkeypatch: pytest.MonkeyPatch,
     nats_url: str,
+    nats_ca: str,
     redis_url: str,
     nats_client: NatsClient,
     redis_client: aioredis.Redis,
 ) -> None:
     monkeypatch.setenv(NATS_URL_ENV, nats_url)
     monkeypatch.setenv(REDIS_URL_ENV, redis_url)
+    monkeypatch.setenv(NATS_CA_ENV, nats_ca)
 
     async with Infra() as infra:
-        assert (infra.nats_url, infra.redis_url) == (nats_url, redis_url)
+        assert (infra.nats_url, infra.redis_url, infra.nats_ca) == (nats_url, redis_url, nats_ca)
+        assert infra.client_env("scheduler")["LAHAR_NATS_URL"] == nats_url  # an external server's users are its own
         assert [s.pid for s in infra.servers] == [None, None]  # nothing started
     # Stopping that Infra must not have stopped the servers it was pointed at.
     assert await redis_client.ping()
@@ -152,7 +155,7 @@ async def test_data_dir_keeps_data_across_restarts(tmp_path: Path) -> None:
         client = aioredis.Redis.from_url(infra.redis_url)
         await client.set("kept", b"yes")
         await client.aclose()
-        nc = await nats.connect(infra.nats_url)
+        nc = await infra.connect_nats()
         await nc.jetstream().add_stream(name="KEPT", subjects=["kept.>"])
         await nc.jetstream().publish("kept.one", b"1")
         await nc.close()
@@ -163,7 +166,7 @@ async def test_data_dir_keeps_data_across_restarts(tmp_path: Path) -> None:
         client = aioredis.Redis.from_url(infra.redis_url)
         assert await client.get("kept") == b"yes"
         await client.aclose()
-        nc = await nats.connect(infra.nats_url)
+        nc = await infra.connect_nats()
         assert (await nc.jetstream().stream_info("KEPT")).state.messages == 1
         await nc.close()
 

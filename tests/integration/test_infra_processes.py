@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-import nats
 import pytest
 import redis
 
+from lahar.adapters.connect import connect_nats
 from lahar.infra import (
+    NATS_CA_ENV,
     NATS_URL_ENV,
     REDIS_URL_ENV,
     Infra,
@@ -88,7 +89,7 @@ def read_lines(stream: IO[bytes], count: int, timeout: float = DEADLINE) -> list
 
 
 def env_without_url_settings(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (NATS_URL_ENV, REDIS_URL_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in (NATS_URL_ENV, REDIS_URL_ENV, NATS_CA_ENV)}
     return env | extra
 
 
@@ -197,13 +198,13 @@ async def test_cli_runs_servers_until_signalled(stop_signal: signal.Signals) -> 
         env=env_without_url_settings(),
     )
     try:
-        lines = read_lines(cli.stdout, 2)  # type: ignore[arg-type]
+        lines = read_lines(cli.stdout, 3)  # type: ignore[arg-type]
         settings = dict(line.split("=", 1) for line in lines)
-        assert sorted(settings) == [NATS_URL_ENV, REDIS_URL_ENV]
+        assert sorted(settings) == [NATS_CA_ENV, NATS_URL_ENV, REDIS_URL_ENV]
         servers = server_children(cli.pid)
         assert sorted(servers.values()) == sorted(SERVER_PROGRAMS)
         assert redis.Redis.from_url(settings[REDIS_URL_ENV]).ping()
-        await (await nats.connect(settings[NATS_URL_ENV])).close()
+        await (await connect_nats(settings[NATS_URL_ENV], ca=settings[NATS_CA_ENV])).close()
 
         cli.send_signal(stop_signal)
         assert cli.wait(timeout=DEADLINE) == 0, cli.stderr.read()  # type: ignore[union-attr]

@@ -41,6 +41,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, lahar_infra: Any) -> Iterato
     cfg = StackConfig(
         state_dir=tmp_path_factory.mktemp("up"),
         nats_url=lahar_infra.nats_url,
+        nats_ca=lahar_infra.nats_ca,
         redis_url=lahar_infra.redis_url,
         prefix="upadm",
         nodes=("4:cpu=8,memory=16Gi,pods=110",),

@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
         # now, after the servers started: children inherit the signal mask, and a server that
         # blocks SIGTERM could not be stopped politely.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        # Admin's URLs (every service has a user of its own: Infra.client_env).
         print(f"LAHAR_NATS_URL={infra.nats_url}\nLAHAR_REDIS_URL={infra.redis_url}", flush=True)
+        if infra.nats_ca:
+            print(f"LAHAR_NATS_CA={infra.nats_ca}", flush=True)
         print(f"lahar infra: {describe(infra)}; stop with Ctrl-C", file=sys.stderr, flush=True)
         return wait_for_stop(infra)
     finally:

@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
         env = stack.env()
-        print(f"LAHAR_NATS_URL={env['LAHAR_NATS_URL']} LAHAR_REDIS_URL={env['LAHAR_REDIS_URL']}", file=sys.stderr)
+        urls = " ".join(f"{k}={env[k]}" for k in ("LAHAR_NATS_URL", "LAHAR_NATS_CA", "LAHAR_REDIS_URL"))
+        print(f"as admin: {urls}", file=sys.stderr)
         print(f"traces: {stack.traces}; logs: {stack.dir / 'logs'}", file=sys.stderr)
         return asyncio.run(_watch(stack))
     finally:
@@ -89,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(stack: Any) -> int:
     import httpx
-    import nats
 
     from lahar.up.monitor import Autoscaler, status
 
@@ -97,7 +97,7 @@ async def _watch(stack: Any) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    nc = await nats.connect(stack.infra.nats_url)
+    nc = await stack.infra.connect_nats()
     js = nc.jetstream()
     scaler = Autoscaler(stack)
     last_done, last_t = 0.0, time.monotonic()

@@ -23,10 +23,11 @@ Binaries:
 
 from lahar.infra.errors import InfraError
 from lahar.infra.servers import EmbeddedServer, ExternalServer, NatsServer, RedisServer, Server
-from lahar.infra.settings import NATS_URL_ENV, REDIS_URL_ENV, nats_url_setting, redis_url_setting
+from lahar.infra.settings import NATS_CA_ENV, NATS_URL_ENV, REDIS_URL_ENV, nats_url_setting, redis_url_setting
 from lahar.infra.stack import Infra, start_nats, start_redis
 
 __all__ = [
+    "NATS_CA_ENV",
     "NATS_URL_ENV",
     "REDIS_URL_ENV",
     "EmbeddedServer",

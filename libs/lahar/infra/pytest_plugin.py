@@ -11,7 +11,12 @@ the client fixtures delete what it left under it.
 The async fixtures run in the fixture event loop the project configures, so tests that use them
 must run in that same loop (the project runs every test in the session loop; see tests/conftest.py).
 
-``LAHAR_NATS_URL`` / ``LAHAR_REDIS_URL``, when set, point the session at existing servers.
+The servers are secured as ``lahar up``'s are (``lahar.infra.stack``): ``nats_url`` and
+``redis_url`` log in as admin, and NATS clients verify its TLS certificate with ``nats_ca``
+(``nats_client`` does).
+
+``LAHAR_NATS_URL`` / ``LAHAR_REDIS_URL`` (and ``LAHAR_NATS_CA``), when set, point the session at
+existing servers.
 """
 
 from __future__ import annotations
@@ -20,13 +25,13 @@ import hashlib
 import itertools
 from collections.abc import AsyncIterator, Iterator
 
-import nats
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from lahar.adapters.connect import connect_nats
 from lahar.infra.stack import Infra
 
 _test_numbers = itertools.count(1)
@@ -43,6 +48,12 @@ def lahar_infra() -> Iterator[Infra]:
 @pytest.fixture(scope="session")
 def nats_url(lahar_infra: Infra) -> str:
     return lahar_infra.nats_url
+
+
+@pytest.fixture(scope="session")
+def nats_ca(lahar_infra: Infra) -> str:
+    """The CA certificate file that verifies the NATS server ("" when it needs none)."""
+    return lahar_infra.nats_ca
 
 
 @pytest.fixture(scope="session")
@@ -70,14 +81,15 @@ async def redis_client(redis_url: str, lahar_prefix: str) -> AsyncIterator[aiore
 
 
 @pytest_asyncio.fixture
-async def nats_client(nats_url: str, lahar_prefix: str) -> AsyncIterator[NatsClient]:
-    """A connected NATS client; the test's streams, KV buckets and object stores are deleted afterwards."""
-    client = await nats.connect(nats_url)
+async def nats_client(nats_url: str, nats_ca: str, lahar_prefix: str) -> AsyncIterator[NatsClient]:
+    """A connected NATS client (admin); the test's streams, KV buckets and object stores are
+    deleted afterwards."""
+    client = await connect_nats(nats_url, ca=nats_ca)
     try:
         yield client
     finally:
         await client.close()
-        await delete_nats_streams(nats_url, lahar_prefix)
+        await delete_nats_streams(nats_url, lahar_prefix, ca=nats_ca)
 
 
 @pytest.fixture
@@ -97,10 +109,10 @@ async def delete_redis_keys(url: str, prefix: str) -> int:
         await client.aclose()
 
 
-async def delete_nats_streams(url: str, prefix: str) -> list[str]:
+async def delete_nats_streams(url: str, prefix: str, *, ca: str = "") -> list[str]:
     """Delete the streams named ``prefix…``, and the KV buckets and object stores (streams
     ``KV_prefix…``, ``OBJ_prefix…``) too; returns their names."""
-    client = await nats.connect(url)
+    client = await connect_nats(url, ca=ca)
     try:
         js = client.jetstream()
         names = [info.config.name for info in await js.streams_info()]

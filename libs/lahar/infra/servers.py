@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from lahar.infra import process
+from lahar.infra import auth, process
 from lahar.infra.binaries import nats_server_path, valkey_server_path
+from lahar.infra.certs import CertPair
 from lahar.infra.errors import InfraError
+from lahar.wire.access import ADMIN
+from lahar.wire.names import Names
 
 LOOPBACK = "127.0.0.1"
 PORT_ATTEMPTS = 3  # free_port() can race with another process; a lost race costs one restart
@@ -206,21 +211,52 @@ class EmbeddedServer(ABC):
 
 
 class NatsServer(EmbeddedServer):
-    """nats-server with JetStream, storing streams under ``data_dir/jetstream``."""
+    """nats-server with JetStream, storing streams under ``data_dir/jetstream``.
+
+    With ``access``, clients must log in as one of its users, each with its permissions, and
+    (when it holds certificates) speak TLS; the configuration and certificate files are written
+    into ``data_dir`` at every launch, so a restart on a wiped folder still has them.  No
+    monitoring port is opened."""
 
     program = "nats-server"
 
+    def __init__(self, data_dir: Path | None = None, *, access: NatsAccess | None = None) -> None:
+        super().__init__(data_dir)
+        self.access = access
+
     @property
     def url(self) -> str:
-        return f"nats://{LOOPBACK}:{self.port}"
+        scheme = "tls" if self.access is not None and self.access.certs is not None else "nats"
+        return f"{scheme}://{LOOPBACK}:{self.port}"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate clients verify the server with (None without TLS)."""
+        if self.access is None or self.access.certs is None:
+            return None
+        return self.data_dir / "tls" / "ca.crt"
 
     def _argv(self, port: int) -> list[str]:
-        return [str(nats_server_path()), "--addr", LOOPBACK, "--port", str(port),
+        argv = [str(nats_server_path()), "--addr", LOOPBACK, "--port", str(port),
                 "--jetstream", "--store_dir", str(self.data_dir)]  # fmt: skip
+        if self.access is not None:
+            argv += ["--config", str(self._write_config())]
+        return argv
+
+    def _write_config(self) -> Path:
+        assert self.access is not None
+        tls = None
+        if self.access.certs is not None:
+            files = self.access.certs.write(self.data_dir / "tls")
+            tls = (str(files.cert), str(files.key))
+        path = self.data_dir / "nats.conf"
+        _write_private(path, auth.nats_conf(self.access.names, auth.literal(self.access.passwords), tls=tls))
+        return path
 
     def _answers(self, sock: socket.socket) -> bool:
-        # The server greets every client with one INFO line.  It opens the client port only after
-        # JetStream is up, but check the flag anyway: a client that needs JetStream must not race it.
+        # The server greets every client with one INFO line (in plain text, before any TLS
+        # handshake).  It opens the client port only after JetStream is up, but check the flag
+        # anyway: a client that needs JetStream must not race it.
         line = _read_line(sock)
         if not line.startswith(b"INFO "):
             return False
@@ -230,9 +266,16 @@ class NatsServer(EmbeddedServer):
 
 class RedisServer(EmbeddedServer):
     """valkey-server (Redis-compatible).  Persistent (append-only file) only in a folder the caller
-    gave: a temporary server skips disk writes, which also keeps its shutdown fast."""
+    gave: a temporary server skips disk writes, which also keeps its shutdown fast.
+
+    With ``access``, the ``default`` user is off and clients log in as one of its users (an ACL
+    file written into ``data_dir`` at every launch)."""
 
     program = "valkey-server"
+
+    def __init__(self, data_dir: Path | None = None, *, access: RedisAccess | None = None) -> None:
+        super().__init__(data_dir)
+        self.access = access
 
     @property
     def url(self) -> str:
@@ -240,14 +283,49 @@ class RedisServer(EmbeddedServer):
 
     def _argv(self, port: int) -> list[str]:
         persist = "no" if self._given_dir is None else "yes"
-        return [str(valkey_server_path()), "--bind", LOOPBACK, "--port", str(port),
+        argv = [str(valkey_server_path()), "--bind", LOOPBACK, "--port", str(port),
                 "--dir", str(self.data_dir), "--daemonize", "no", "--logfile", "",
                 "--save", "", "--appendonly", persist]  # fmt: skip
+        if self.access is not None:
+            acl = self.data_dir / "users.acl"
+            _write_private(acl, auth.valkey_acl(self.access.prefix, self.access.passwords))
+            argv += ["--aclfile", str(acl)]
+        return argv
 
     def _answers(self, sock: socket.socket) -> bool:
         # PING answers -LOADING while the server replays its append-only file: not ready yet.
-        sock.sendall(b"PING\r\n")
-        return _read_line(sock).startswith(b"+PONG")
+        if self.access is None:
+            sock.sendall(b"PING\r\n")
+            return _read_line(sock).startswith(b"+PONG")
+        password = self.access.passwords[ADMIN].encode()
+        sock.sendall(b"AUTH " + ADMIN.encode() + b" " + password + b"\r\nPING\r\n")
+        return _read_lines(sock, 2)[-1:] == [b"+PONG"]
+
+
+@dataclass(frozen=True)
+class NatsAccess:
+    """The users of an embedded nats-server (``lahar.wire.access``), and its TLS pair (or None)."""
+
+    names: Names
+    passwords: Mapping[str, str]
+    certs: CertPair | None = None
+
+
+@dataclass(frozen=True)
+class RedisAccess:
+    """The users of an embedded valkey-server (``lahar.wire.access``) for one key prefix."""
+
+    prefix: str
+    passwords: Mapping[str, str]
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read (it holds passwords), replacing it whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    tmp.replace(path)
 
 
 def _read_line(sock: socket.socket, limit: int = 65536) -> bytes:
@@ -258,6 +336,16 @@ def _read_line(sock: socket.socket, limit: int = 65536) -> bytes:
             break
         data += chunk
     return data
+
+
+def _read_lines(sock: socket.socket, count: int, limit: int = 65536) -> list[bytes]:
+    data = b""
+    while data.count(b"\r\n") < count and len(data) < limit:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n")[:count]
 
 
 def backoff(first: float = 0.005, longest: float = 0.1) -> Iterator[float]:

@@ -1,4 +1,4 @@
-"""The two settings that point Lahar at servers it should use instead of starting its own."""
+"""The settings that point Lahar at servers it should use instead of starting its own."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from lahar.infra.errors import InfraError
 
 NATS_URL_ENV = "LAHAR_NATS_URL"
 REDIS_URL_ENV = "LAHAR_REDIS_URL"
+NATS_CA_ENV = "LAHAR_NATS_CA"  # the CA certificate file NATS clients verify the server with
 
 _NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 _REDIS_SCHEMES = ("redis", "rediss", "unix")

@@ -1,17 +1,39 @@
 """Start NATS and Redis, alone or together; use the servers of LAHAR_NATS_URL / LAHAR_REDIS_URL
-instead when they are set."""
+instead when they are set.
+
+The servers ``Infra`` starts are never open: each role of ``lahar.wire.access`` has a user with its
+permissions and a password made for this run, NATS requires TLS with a CA made for this run,
+and Valkey's ``default`` user is off.  ``nats_url`` and ``redis_url`` log in as admin;
+``client_env(role)`` gives a service the URLs of its own users."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
+from nats.aio.client import Client as NATS
+
+from lahar.adapters.connect import connect_nats
+from lahar.infra.auth import Credentials, with_user
+from lahar.infra.certs import make_pair
 from lahar.infra.errors import InfraError
-from lahar.infra.servers import EmbeddedServer, ExternalServer, NatsServer, RedisServer, Server, backoff
-from lahar.infra.settings import nats_url_setting, redis_url_setting
+from lahar.infra.servers import (
+    EmbeddedServer,
+    ExternalServer,
+    NatsAccess,
+    NatsServer,
+    RedisAccess,
+    RedisServer,
+    Server,
+    backoff,
+)
+from lahar.infra.settings import NATS_CA_ENV, nats_url_setting, redis_url_setting
+from lahar.wire.access import ADMIN, NATS_ROLES, REDIS_ROLES
+from lahar.wire.names import Names
 
 STARTUP_TIMEOUT = 10.0  # seconds; both servers start in well under one on a laptop
 STOP_TIMEOUT = 5.0  # seconds of grace after SIGTERM before SIGKILL
@@ -58,11 +80,17 @@ class Infra:
         nats_url: str | None = None,
         redis_url: str | None = None,
         timeout: float = STARTUP_TIMEOUT,
+        prefix: str = "lahar",
+        nats_ca: str | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._external = (nats_url_setting(nats_url), redis_url_setting(redis_url))
         self._timeout = timeout
         self._servers: tuple[Server, Server] | None = None
+        self._names = Names(prefix)
+        self.credentials = Credentials()  # this run's passwords, for the servers we start
+        # The CA of an external NATS: given, or the one its clients are configured with.
+        self._external_ca = nats_ca if nats_ca is not None else os.environ.get(NATS_CA_ENV, "")
 
     @property
     def nats(self) -> Server:
@@ -74,11 +102,44 @@ class Infra:
 
     @property
     def nats_url(self) -> str:
-        return self.nats.url
+        """The NATS URL, logged in as admin (an external server's URL as it was given)."""
+        return self.url("nats", ADMIN)
 
     @property
     def redis_url(self) -> str:
-        return self.redis.url
+        """The Redis URL, logged in as admin (an external server's URL as it was given)."""
+        return self.url("redis", ADMIN)
+
+    @property
+    def nats_ca(self) -> str:
+        """The CA certificate file that NATS clients verify the server with ("" for none)."""
+        server = self.nats
+        if isinstance(server, NatsServer):
+            return str(server.ca_file or "")
+        return self._external_ca
+
+    def url(self, server: str, role: str) -> str:
+        """The URL of ``server`` (``nats`` or ``redis``) for ``role``'s user.  A role with no user
+        there gets the bare URL (it never connects); an external server's URL is used as given."""
+        chosen = self.nats if server == "nats" else self.redis
+        if not isinstance(chosen, EmbeddedServer):
+            return chosen.url
+        passwords = self.credentials.nats if server == "nats" else self.credentials.redis
+        if role not in (NATS_ROLES if server == "nats" else REDIS_ROLES):
+            return chosen.url
+        return with_user(chosen.url, role, passwords[role])
+
+    def client_env(self, role: str) -> dict[str, str]:
+        """``LAHAR_NATS_URL``, ``LAHAR_REDIS_URL`` and ``LAHAR_NATS_CA`` for a ``role`` service."""
+        return {
+            "LAHAR_NATS_URL": self.url("nats", role),
+            "LAHAR_REDIS_URL": self.url("redis", role),
+            NATS_CA_ENV: self.nats_ca,
+        }
+
+    async def connect_nats(self, role: str = ADMIN, **options: object) -> NATS:
+        """A NATS connection as ``role`` (admin by default), TLS verified with ``nats_ca``."""
+        return await connect_nats(self.url("nats", role), ca=self.nats_ca, role=role, **options)
 
     @property
     def servers(self) -> tuple[Server, Server]:
@@ -131,9 +192,16 @@ class Infra:
             raise InfraError("Infra is already started")
         nats_url, redis_url = self._external
         folder = self._data_dir
+        certs = make_pair(["127.0.0.1", "localhost"], ca_name="lahar-nats-ca") if not nats_url else None
+        nats_access = NatsAccess(self._names, self.credentials.nats, certs)
+        redis_access = RedisAccess(self._names.redis_prefix, self.credentials.redis)
         self._servers = (
-            ExternalServer(nats_url) if nats_url else NatsServer(folder / "nats" if folder else None),
-            ExternalServer(redis_url) if redis_url else RedisServer(folder / "redis" if folder else None),
+            ExternalServer(nats_url)
+            if nats_url
+            else NatsServer(folder / "nats" if folder else None, access=nats_access),
+            ExternalServer(redis_url)
+            if redis_url
+            else RedisServer(folder / "redis" if folder else None, access=redis_access),
         )
         # Launch both before waiting for either, so that their startups overlap.
         with self._stopped_on_error():

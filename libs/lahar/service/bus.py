@@ -8,7 +8,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from lahar.service.settings import Check, Settings
+from lahar.service.settings import Check, Secret, Settings
 
 
 def _url(schemes: tuple[str, ...]) -> Check:
@@ -16,7 +16,7 @@ def _url(schemes: tuple[str, ...]) -> Check:
         if not value:
             return f"required (e.g. {schemes[0]}127.0.0.1:{4222 if 'nats' in schemes[0] else 6379})"
         if not value.startswith(schemes):
-            return f"{value!r} must start with {' or '.join(schemes)}"
+            return f"must start with {' or '.join(schemes)}"  # not the value: it holds a password
         return None
 
     return Check(problem)
@@ -27,10 +27,20 @@ def _prefix(value: str) -> str | None:
 
 
 class BusSettings(Settings):
-    nats_url: Annotated[str, _url(("nats://", "tls://")), Meta(description="NATS server URL (required)")]
-    redis_url: Annotated[
-        str, _url(("redis://", "rediss://", "unix://")), Meta(description="Redis/Valkey URL (required)")
+    # The URLs carry this service's user and password (``tls://scheduler:PASSWORD@nats:4222``):
+    # Secret keeps them out of error messages.
+    nats_url: Annotated[
+        str, _url(("nats://", "tls://")), Secret(), Meta(description="NATS server URL, with user:password (required)")
     ]
+    redis_url: Annotated[
+        str,
+        _url(("redis://", "rediss://", "unix://")),
+        Secret(),
+        Meta(description="Redis/Valkey URL, with user:password (required)"),
+    ]
+    nats_ca: Annotated[
+        str, Meta(description="CA certificate file to verify the NATS server's TLS certificate (default: system CAs)")
+    ] = ""
     kubeconfig: Annotated[str, Meta(description="kubeconfig file (default $KUBECONFIG, then in-cluster)")] = ""
     prefix: Annotated[str, Check(_prefix), Meta(description="prefix of every stream, subject and Redis key")] = "lahar"
     identity: Annotated[str, Meta(description="this replica's name in leader election (default host-pid)")] = ""

@@ -63,6 +63,7 @@ class StackConfig:
     kubeconfig: str | None = None
     nats_url: str | None = None
     redis_url: str | None = None
+    nats_ca: str | None = None  # the CA of the server at nats_url (default $LAHAR_NATS_CA)
     nodes: tuple[str, ...] = DEFAULT_NODES
     binders: int = 2
     max_binders: int = 8
@@ -96,7 +97,13 @@ class LocalStack:
         if self.traces.exists():
             self.traces.unlink()
         try:
-            self.infra = Infra(self.dir / "infra", nats_url=self.config.nats_url, redis_url=self.config.redis_url)
+            self.infra = Infra(
+                self.dir / "infra",
+                nats_url=self.config.nats_url,
+                redis_url=self.config.redis_url,
+                nats_ca=self.config.nats_ca,
+                prefix=self.config.prefix,
+            )
             self.infra.start()
             self.kubeconfig = self.config.kubeconfig or self._start_sim(timeout)
             if self.config.admission:
@@ -115,12 +122,13 @@ class LocalStack:
             raise
         return self
 
-    def env(self) -> dict[str, str]:
+    def env(self, role: str = "admin") -> dict[str, str]:
+        """The environment of a ``role`` child: the URLs of its own NATS and Valkey users (admin's
+        for tools), the NATS CA, the cluster and the prefix."""
         assert self.infra is not None
         return {
             **os.environ,
-            "LAHAR_NATS_URL": self.infra.nats_url,
-            "LAHAR_REDIS_URL": self.infra.redis_url,
+            **self.infra.client_env(role),
             "KUBECONFIG": self.kubeconfig,
             "LAHAR_PREFIX": self.config.prefix,
             "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}" if self.config.traces else "none",
@@ -131,7 +139,7 @@ class LocalStack:
         self, name: str, argv: list[str], port: int = 0, env: dict[str, str] | None = None, log_name: str = ""
     ) -> Child:
         log_path = self.dir / "logs" / f"{log_name or name}.log"
-        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env or self.env())
+        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env or self.env(name))
         child = Child(name, proc, port, log_path)
         self.children.append(child)
         return child
@@ -170,8 +178,8 @@ class LocalStack:
         port = free_port()
         self._run(["admission", "certs", "--dns", "localhost", "127.0.0.1", "--out", str(certs)])
         env = {
-            **self.env(),
-            "LAHAR_ADMISSION_REDIS_URL": self.env()["LAHAR_REDIS_URL"],
+            **self.env("admission"),
+            "LAHAR_ADMISSION_REDIS_URL": self.env("admission")["LAHAR_REDIS_URL"],
             "LAHAR_ADMISSION_PREFIX": self.config.prefix,
             "LAHAR_ADMISSION_ENABLED_ADMISSION": ",".join(ADMISSION_PATHS),
         }

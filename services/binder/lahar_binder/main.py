@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import nats
 from msgspec import Meta
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_binder.service import BinderService
 
@@ -27,17 +28,21 @@ SETTINGS = BinderSettings
 
 async def main(ctx: ServiceContext[BinderSettings]) -> None:
     opts = ctx.settings
-    nc = await nats.connect(opts.nats_url, name=f"lahar-binder-{opts.replica()}", max_reconnect_attempts=-1)
+    nc = await connect_nats(
+        opts.nats_url, ca=opts.nats_ca, role="binder", name=f"lahar-binder-{opts.replica()}", max_reconnect_attempts=-1
+    )
+    names = Names(opts.prefix)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()), max_connections=max(opts.max_in_flight, 16))
     svc = BinderService(
         kube,
         nc.jetstream(),
-        Names(opts.prefix),
+        names,
         ctx.registry,
         max_in_flight=opts.max_in_flight,
         max_attempts=opts.max_attempts,
         ack_wait=opts.ack_wait,
         tracer=ctx.tracer,
+        own=owned_streams(names, "binder"),
     )
     ctx.health.add_check("consuming", svc.ready.is_set)
     ctx.health.set_ready(True)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import nats
 import redis.asyncio as aioredis
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.adapters.mirror import Mirror, MirrorLost
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_cache.service import CacheService
 
@@ -28,7 +29,10 @@ log = logging.getLogger("lahar.cache")
 async def main(ctx: ServiceContext[BusSettings]) -> None:
     opts = ctx.settings
     names = Names(opts.prefix)
-    nc = await nats.connect(opts.nats_url, name=f"lahar-cache-{opts.replica()}", max_reconnect_attempts=-1)
+    own = owned_streams(names, "cache")
+    nc = await connect_nats(
+        opts.nats_url, ca=opts.nats_ca, role="cache", name=f"lahar-cache-{opts.replica()}", max_reconnect_attempts=-1
+    )
     rc = aioredis.from_url(opts.redis_url)
     mirror = Mirror(rc, names.redis_prefix)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
@@ -46,7 +50,9 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
         leading["now"] = True
         try:
             while not stop.is_set():
-                svc = CacheService(kube, nc.jetstream(), mirror, names, ctx.registry, tracer=ctx.tracer, fence=fence)
+                svc = CacheService(
+                    kube, nc.jetstream(), mirror, names, ctx.registry, tracer=ctx.tracer, fence=fence, own=own
+                )
                 current.append(svc)
                 del current[:-1]
                 try:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-import nats
 import redis.asyncio as aioredis
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.adapters.leader import LeaderElection
 from lahar.adapters.mirror import Mirror
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_controller.service import ControllerService
 
@@ -22,7 +23,13 @@ SETTINGS = BusSettings
 async def main(ctx: ServiceContext[BusSettings]) -> None:
     opts = ctx.settings
     names = Names(opts.prefix)
-    nc = await nats.connect(opts.nats_url, name=f"lahar-controller-{opts.replica()}", max_reconnect_attempts=-1)
+    nc = await connect_nats(
+        opts.nats_url,
+        ca=opts.nats_ca,
+        role="controller",
+        name=f"lahar-controller-{opts.replica()}",
+        max_reconnect_attempts=-1,
+    )
     rc = aioredis.from_url(opts.redis_url)
     mirror = Mirror(rc, names.redis_prefix)
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
@@ -34,7 +41,15 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     async def act(ended: asyncio.Event, fence: int) -> None:
         await mirror.record_epoch("controller", fence)
         election = elections[0]
-        svc = ControllerService(kube, nc.jetstream(), mirror, names, ctx.registry, may_write=lambda: election.is_leader)
+        svc = ControllerService(
+            kube,
+            nc.jetstream(),
+            mirror,
+            names,
+            ctx.registry,
+            may_write=lambda: election.is_leader,
+            own=owned_streams(names, "controller"),
+        )
         await svc.run(either(ended, ctx.stopping))
 
     try:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import nats
 import redis.asyncio as aioredis
 from msgspec import Meta
 
+from lahar.adapters.connect import connect_nats
 from lahar.adapters.mirror import Mirror
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_scheduler.service import ConfSource, SchedulerService
 
@@ -32,7 +33,13 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
     opts = ctx.settings
     names = Names(opts.prefix)
     conf = ConfSource(opts.conf or None)
-    nc = await nats.connect(opts.nats_url, name=f"lahar-scheduler-{opts.replica()}", max_reconnect_attempts=-1)
+    nc = await connect_nats(
+        opts.nats_url,
+        ca=opts.nats_ca,
+        role="scheduler",
+        name=f"lahar-scheduler-{opts.replica()}",
+        max_reconnect_attempts=-1,
+    )
     js = nc.jetstream()
     rc = aioredis.from_url(opts.redis_url)
     svc = SchedulerService(
@@ -48,6 +55,7 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
         identity=opts.replica(),
         leader_ttl=opts.leader_ttl,
         decision_ttl=opts.decision_ttl,
+        own=owned_streams(names, "scheduler"),
     )
     ctx.health.add_check("snapshot", svc.ready.is_set)
     ctx.health.add_check("campaigning", svc.campaigning.is_set)  # ready only once the lease bucket is usable
