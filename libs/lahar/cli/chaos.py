@@ -52,9 +52,7 @@ async def _run_all(chosen: list[Any], shape: Any, output: str) -> int:
             print(outcome.line(), flush=True)
     passed = sum(o.passed for o in outcomes)
     if output == "json":
-        print(
-            json.dumps({"scenarios": [asdict(o) for o in outcomes], "passed": passed, "failed": len(outcomes) - passed})
-        )
+        print(json.dumps({"scenarios": [asdict(o) for o in outcomes], "passed": passed, "failed": len(outcomes) - passed}))
     else:
         print(f"{passed} passed, {len(outcomes) - passed} failed")
     return 0 if passed == len(outcomes) else 1
