@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import hashlib
+from pathlib import Path
 
+import pytest
+import yaml
+
+from lahar.cli.main import build_parser
 from lahar.infra.auth import Credentials, literal, nats_conf, valkey_acl
 from lahar.wire import access
 from lahar.wire.access import may_publish, subject_matches
@@ -95,3 +100,24 @@ def test_rendered_configurations_name_every_user_and_keep_valkey_passwords_hashe
     acl = valkey_acl("lahar", creds.redis)
     assert acl.splitlines()[0].startswith("user default off")
     assert not any(pw in acl for pw in creds.redis.values())
+
+
+def test_the_secrets_command_writes_passwords_only_their_owner_can_read(tmp_path: Path) -> None:
+    out = tmp_path / "secrets.yaml"
+    args = build_parser().parse_args(["access", "secrets", "--prefix", "lahar", "--out", str(out)])
+    assert args.handler(args) == 0
+    assert out.stat().st_mode & 0o077 == 0
+    secrets = {s["metadata"]["name"]: s["stringData"] for s in yaml.safe_load_all(out.read_text())}
+    creds, acl = secrets["lahar-credentials"], secrets["lahar-valkey-acl"]["users.acl"]
+    for role in access.REDIS_ROLES:
+        digest = hashlib.sha256(creds[f"redis-{role}"].encode()).hexdigest()
+        assert f"user {role} on #{digest} " in acl
+    assert set(creds) >= {f"nats-{role}" for role in access.NATS_ROLES}
+    assert "BEGIN CERTIFICATE" in secrets["lahar-nats-tls"]["ca.crt"]
+
+
+def test_the_nats_conf_command_reads_passwords_from_the_environment(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["access", "nats-conf", "--prefix", "other"])
+    assert args.handler(args) == 0
+    conf = capsys.readouterr().out
+    assert "password: $LAHAR_NATS_PASSWORD_SCHEDULER" in conf and '"other.decision.>"' in conf

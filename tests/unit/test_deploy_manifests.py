@@ -29,7 +29,17 @@ import yaml
 from lahar.adapters.kube import RESOURCES
 from lahar.cli.main import build_parser
 from lahar.cli.services import SERVICES
+from lahar.infra.auth import (
+    CREDENTIALS_SECRET,
+    NATS_TLS_SECRET,
+    VALKEY_ACL_SECRET,
+    Credentials,
+    kubernetes_secrets,
+    password_env,
+)
+from lahar.infra.certs import CertPair
 from lahar.service.settings import ENV_PREFIX, Settings, SettingsError, load_settings
+from lahar.wire import access
 from lahar_admission import config as admission_config
 from lahar_admission.rules import WEBHOOKS
 
@@ -169,9 +179,26 @@ def container_env(m: Manifests, workload: Obj, container: Obj) -> dict[str, str]
             env[item["name"]] = re.sub(
                 r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda g: env.get(g.group(1), g.group(0)), str(item["value"])
             )
+        elif "secretKeyRef" in item["valueFrom"]:
+            env[item["name"]] = secret_placeholder(item["valueFrom"]["secretKeyRef"])
         else:
             env[item["name"]] = field_values[item["valueFrom"]["fieldRef"]["fieldPath"]]
     return env
+
+
+def deploy_script(name: str) -> Any:
+    """One of deploy/'s render_*.py scripts, imported."""
+    spec = importlib.util.spec_from_file_location(name, DEPLOY / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def secret_placeholder(ref: Obj) -> str:
+    """What stands for a Secret's value in a container's environment: it names the key, so a
+    check can tell whose password a URL carries."""
+    return f"secret-{ref['name']}-{ref['key']}"
 
 
 def lay_out_mounts(m: Manifests, workload: Obj, container: Obj, root: Path) -> dict[str, Path]:
@@ -483,10 +510,10 @@ def wiring_problems(m: Manifests, tmp_path: Path) -> list[str]:
         except (SettingsError, admission_config.SettingsError, SystemExit):
             problems.append(f"Deployment {dep['metadata']['name']}: settings do not load")
             continue
-        bus["redis"].add(s.redis_url)
+        bus["redis"].add(_without_user(s.redis_url))
         bus["prefix"].add(s.prefix)
         if service != "admission":
-            bus["nats"].add(s.nats_url)
+            bus["nats"].add(_without_user(s.nats_url))
     for key, values in bus.items():
         if len(values) != 1:
             problems.append(f"services disagree on {key}: {sorted(values)}")
@@ -506,6 +533,130 @@ def wiring_problems(m: Manifests, tmp_path: Path) -> list[str]:
         containers = backends[0]["spec"]["template"]["spec"]["containers"]
         if not any(_resolve_port(c, port.get("targetPort", port["port"])) is not None for c in containers):
             problems.append(f"{url}: targetPort {port.get('targetPort')!r} is no container port")
+    return problems
+
+
+def _without_user(url: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+
+
+def credential_problems(m: Manifests, tmp_path: Path) -> list[str]:
+    """Each service logs in to NATS and Valkey as its own user (lahar.wire.access), with that
+    user's password from the credentials Secret, verifies NATS against the CA it mounts, and a
+    role without a user on a server carries no credentials for it."""
+    problems = []
+    for service, dep, c in m.lahar_deployments():
+        where = f"Deployment {dep['metadata']['name']}"
+        try:
+            s = service_settings(m, dep, c, tmp_path)
+        except (SettingsError, admission_config.SettingsError, SystemExit):
+            problems.append(f"{where}: settings do not load")
+            continue
+        urls = {"redis": s.redis_url} if service == "admission" else {"nats": s.nats_url, "redis": s.redis_url}
+        for server, url in urls.items():
+            roles = access.NATS_ROLES if server == "nats" else access.REDIS_ROLES
+            parts = urlsplit(url)
+            expected = (service, secret_placeholder({"name": CREDENTIALS_SECRET, "key": f"{server}-{service}"}))
+            if service not in roles:
+                if parts.username or parts.password:
+                    problems.append(f"{where}: lahar {service} has no {server} user but its URL logs in")
+            elif (parts.username, parts.password) != expected:
+                problems.append(
+                    f"{where}: {server} URL logs in as {parts.username!r} with {parts.password!r}, not {expected}"
+                )
+        # service_settings has laid out the mounts, so nats_ca names a local file.
+        insecure = service != "admission" and (parts_scheme(s.nats_url) != "tls" or not Path(s.nats_ca).is_file())
+        if insecure:
+            problems.append(f"{where}: NATS without TLS, or its CA {s.nats_ca!r} is not a mounted file")
+    return problems
+
+
+def parts_scheme(url: str) -> str:
+    return urlsplit(url).scheme
+
+
+def nats_server_problems(m: Manifests, tmp_path: Path) -> list[str]:
+    """NATS runs the configuration rendered from the access table, gets every user's password,
+    requires TLS and serves no monitoring port; Valkey loads the ACL file and keeps protected mode."""
+    problems = []
+    sts = {s["spec"]["template"]["spec"]["containers"][0]["name"]: s for s in m.of("StatefulSet")}
+    nats, valkey = sts["nats"], sts["valkey"]
+    c = nats["spec"]["template"]["spec"]["containers"][0]
+    args = " ".join(c.get("args") or []).replace("=", " ").split()
+    if any(a in args for a in ("-m", "--http_port", "--https_port", "-ms")):
+        problems.append("NATS serves its monitoring port")
+    for svc in m.of("Service"):
+        if svc["spec"]["selector"].get("app.kubernetes.io/name") == "nats":
+            for p in svc["spec"]["ports"]:
+                if p["port"] != 4222:
+                    problems.append(f"Service {svc['metadata']['name']} exposes port {p['port']}")
+    mounts = lay_out_mounts(m, nats, c, tmp_path / "nats")
+    conf = Path(localize(args[args.index("--config") + 1], mounts)) if "--config" in args else None
+    if conf is None or not conf.is_file():
+        return [*problems, "NATS runs without a mounted --config"]
+    if conf.read_text() != deploy_script("render_access").config_map()["data"]["nats.conf"]:
+        problems.append("NATS's nats.conf is not what lahar.wire.access renders")
+    env = container_env(m, nats, c)
+    for role in access.NATS_ROLES:
+        want = secret_placeholder({"name": CREDENTIALS_SECRET, "key": f"nats-{role}"})
+        if env.get(password_env(role)) != want:
+            problems.append(f"NATS: {password_env(role)} is not the Secret's nats-{role}")
+    for path in re.findall(r'(?:cert|key)_file: "([^"]+)"', conf.read_text()):
+        if not Path(localize(path, mounts)).is_file():
+            problems.append(f"NATS: TLS file {path} is not mounted")
+    v = valkey["spec"]["template"]["spec"]["containers"][0]
+    vargs = [str(a) for a in v.get("args") or []]
+    if "--protected-mode" in vargs and vargs[vargs.index("--protected-mode") + 1] == "no":
+        problems.append("Valkey runs with protected mode off")
+    vmounts = lay_out_mounts(m, valkey, v, tmp_path / "valkey")
+    acl = vargs[vargs.index("--aclfile") + 1] if "--aclfile" in vargs else ""
+    if not acl or not Path(localize(acl, vmounts)).is_file():
+        problems.append("Valkey runs without a mounted --aclfile (its default user would be open)")
+    return problems
+
+
+def _policy_for(m: Manifests, labels: dict[str, str]) -> list[Obj]:
+    return [p for p in m.of("NetworkPolicy") if _labels_match(p["spec"]["podSelector"]["matchLabels"], labels)]
+
+
+def _peers(rules: list[Obj], key: str) -> list[dict[str, str]]:
+    return [p["podSelector"]["matchLabels"] for r in rules for p in r.get(key, []) if "podSelector" in p]
+
+
+def network_problems(m: Manifests) -> list[str]:
+    """NATS admits exactly the services with a NATS user, Valkey those with a Valkey user; each
+    service has its own policy, and reaches NATS, Valkey or the API server only if it needs to."""
+    problems = []
+    servers = {"nats": access.NATS_ROLES, "valkey": access.REDIS_ROLES}
+    deployments = {service: dep for service, dep, _ in m.lahar_deployments()}
+    for name, roles in servers.items():
+        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "lahar"}
+        policies = _policy_for(m, labels)
+        sources = [s for p in policies for s in _peers(p["spec"].get("ingress") or [], "from")]
+        for service, dep in deployments.items():
+            admitted = any(_labels_match(s, _pod_labels(dep)) for s in sources)
+            if admitted != (service in roles):
+                problems.append(f"{name} {'admits' if admitted else 'shuts out'} lahar {service}")
+        if not policies or any(not r.get("from") for p in policies for r in p["spec"].get("ingress") or []):
+            problems.append(f"{name}: a policy must guard it and name every source")
+    for service, dep in deployments.items():
+        policies = _policy_for(m, _pod_labels(dep))
+        if len(policies) != 1 or "Egress" not in policies[0]["spec"]["policyTypes"]:
+            problems.append(f"lahar {service}: expected one policy of its own, with egress rules")
+            continue
+        egress = policies[0]["spec"].get("egress") or []
+        reached = {s.get("app.kubernetes.io/name") for s in _peers(egress, "to")}
+        ports = {p.get("port") for r in egress for p in r.get("ports") or []}
+        wants = {"nats": service in access.NATS_ROLES, "valkey": service in access.REDIS_ROLES}
+        for name, wanted in wants.items():
+            if (name in reached) != wanted:
+                problems.append(f"lahar {service} {'cannot reach' if wanted else 'may reach'} {name}")
+        if bool(ports & {443, 6443}) != bool(API_CALLS.get(service)):
+            problems.append(f"lahar {service}: API server egress does not match its API calls")
+        unknown = ports - {53, 4222, 6379, 443, 6443, 4318}
+        if unknown or (service == "admission" and ports - {53, 6379}):
+            problems.append(f"lahar {service} may reach ports {sorted(ports)}")
     return problems
 
 
@@ -752,23 +903,42 @@ def test_services_select_their_pods_and_target_their_ports(manifests: Manifests)
         assert _labels_match(w["spec"]["selector"]["matchLabels"], _pod_labels(w)), w["metadata"]["name"]
 
 
-def test_network_policies_admit_every_lahar_service(manifests: Manifests) -> None:
-    policies = manifests.of("NetworkPolicy")
-    assert {p["metadata"]["name"] for p in policies} == {"lahar-nats", "lahar-valkey"}
-    for policy in policies:
+def test_network_policies_follow_the_access_table(manifests: Manifests) -> None:
+    for policy in manifests.of("NetworkPolicy"):
         guarded = [
             w
             for w in manifests.workloads()
             if _labels_match(policy["spec"]["podSelector"]["matchLabels"], _pod_labels(w))
         ]
-        assert len(guarded) == 1, policy["metadata"]["name"]
-        sources = [p["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for p in rule.get("from", [])]
-        for service, dep, _ in manifests.lahar_deployments():
-            if service == "admission" and policy["metadata"]["name"] == "lahar-nats":
-                continue  # admission reads Redis only
-            assert any(_labels_match(s, _pod_labels(dep)) for s in sources), (
-                f"{policy['metadata']['name']} shuts out lahar {service}"
-            )
+        assert guarded, f"{policy['metadata']['name']} guards no workload"
+    assert network_problems(manifests) == []
+
+
+def test_each_service_logs_in_as_its_own_user(manifests: Manifests, tmp_path: Path) -> None:
+    assert credential_problems(manifests, tmp_path) == []
+
+
+def test_nats_and_valkey_run_the_access_table_with_tls_and_no_monitor_port(
+    manifests: Manifests, tmp_path: Path
+) -> None:
+    assert nats_server_problems(manifests, tmp_path) == []
+
+
+def test_the_nats_config_file_is_what_render_access_writes() -> None:
+    assert (DEPLOY / "nats-config.yaml").read_text() == deploy_script("render_access").render(), (
+        "deploy/nats-config.yaml is out of date: run python deploy/render_access.py"
+    )
+
+
+def test_the_secrets_command_makes_what_the_manifests_mount(manifests: Manifests) -> None:
+    certs = CertPair(b"ca", b"cert", b"key")
+    made = {s["metadata"]["name"]: s for s in kubernetes_secrets("lahar", Credentials(), certs, NAMESPACE)}
+    for example in manifests.examples:
+        if example["kind"] == "Secret" and example["metadata"]["name"] in made:
+            assert set(made[example["metadata"]["name"]]["stringData"]) == set(example["data"]), example["metadata"]
+    assert {CREDENTIALS_SECRET, VALKEY_ACL_SECRET, NATS_TLS_SECRET} <= {
+        e["metadata"]["name"] for e in manifests.examples
+    }
 
 
 def test_tracing_goes_to_an_otlp_endpoint(manifests: Manifests, tmp_path: Path) -> None:
@@ -917,13 +1087,28 @@ def test_an_unlisted_file_and_a_stale_tag_are_caught(manifests: Manifests) -> No
 
 
 def test_disagreeing_urls_and_a_short_grace_period_are_caught(manifests: Manifests, tmp_path: Path) -> None:
-    config = manifests.get("ConfigMap", "lahar-config", NAMESPACE)
-    assert config is not None
-    config["data"]["LAHAR_ADMISSION_REDIS_URL"] = "redis://elsewhere:6379/0"
+    _, admission = _deployment(manifests, "admission")
+    (url,) = [e for e in admission["env"] if e["name"] == "LAHAR_ADMISSION_REDIS_URL"]
+    url["value"] = url["value"].replace("lahar-valkey", "elsewhere")
     dep, _ = _deployment(manifests, "binder")
     dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 10
     assert any("disagree on redis" in p for p in wiring_problems(manifests, tmp_path))
     assert any("grace period 10s" in p for p in scaling_problems(manifests, tmp_path))
+
+
+def test_a_borrowed_user_an_open_monitor_or_a_wide_policy_is_caught(manifests: Manifests, tmp_path: Path) -> None:
+    _, binder = _deployment(manifests, "binder")
+    for item in binder["env"]:
+        if item["name"] == "LAHAR_NATS_URL":
+            item["value"] = item["value"].replace("tls://binder:", "tls://scheduler:")
+    nats = next(s for s in manifests.of("StatefulSet") if s["metadata"]["name"] == "lahar-nats")
+    nats["spec"]["template"]["spec"]["containers"][0]["args"].append("--http_port=8222")
+    admission = manifests.get("NetworkPolicy", "lahar-admission", NAMESPACE)
+    assert admission is not None
+    admission["spec"]["egress"].append({"to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "nats"}}}]})
+    assert any("lahar-binder" in p and "'scheduler'" in p for p in credential_problems(manifests, tmp_path))
+    assert "NATS serves its monitoring port" in nats_server_problems(manifests, tmp_path)
+    assert "lahar admission may reach nats" in network_problems(manifests)
 
 
 def test_the_call_scan_sees_new_calls() -> None:

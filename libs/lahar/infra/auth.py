@@ -12,8 +12,10 @@ import json
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, urlsplit
 
+from lahar.infra.certs import CertPair
 from lahar.wire import access
 from lahar.wire.names import Names
 
@@ -101,3 +103,41 @@ def with_user(url: str, user: str, password: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}").geturl()
+
+
+# -- Kubernetes (deploy/) -----------------------------------------------------------------------------
+
+CREDENTIALS_SECRET = "lahar-credentials"  # key nats-ROLE / redis-ROLE: that role's password
+VALKEY_ACL_SECRET = "lahar-valkey-acl"  # key users.acl
+NATS_TLS_SECRET = "lahar-nats-tls"  # keys tls.crt, tls.key (the server's) and ca.crt (for clients)
+
+
+def credential_key(server: str, role: str) -> str:
+    """The key of ``role``'s password for ``server`` (nats or redis) in the credentials Secret."""
+    return f"{server}-{role}"
+
+
+def kubernetes_secrets(prefix: str, creds: Credentials, certs: CertPair, namespace: str) -> list[dict[str, Any]]:
+    """The Secrets deploy/ mounts: every role's passwords, Valkey's ACL file (hashes only) and
+    NATS's TLS pair with its CA."""
+    passwords = {credential_key("nats", r): p for r, p in creds.nats.items()}
+    passwords |= {credential_key("redis", r): p for r, p in creds.redis.items()}
+    return [
+        _secret(CREDENTIALS_SECRET, namespace, passwords),
+        _secret(VALKEY_ACL_SECRET, namespace, {"users.acl": valkey_acl(prefix, creds.redis)}),
+        _secret(
+            NATS_TLS_SECRET,
+            namespace,
+            {"tls.crt": certs.cert.decode(), "tls.key": certs.key.decode(), "ca.crt": certs.ca.decode()},
+        ),
+    ]
+
+
+def _secret(name: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "lahar"}},
+        "type": "Opaque",
+        "stringData": dict(data),
+    }
