@@ -91,7 +91,7 @@ async def _stored(role_nc: NATS, subject: str, data: bytes) -> bool:
     return True
 
 
-async def test_only_the_scheduler_may_publish_a_decision(infra: Infra, streams: NATS) -> None:
+async def test_only_the_scheduler_may_publish_or_replay_a_decision(infra: Infra, streams: NATS) -> None:
     forged = b'{"v":1,"kind":"bind","fence":9223372036854775807}'
     js = streams.jetstream()
     for role in ("cache", "binder", "controller"):
@@ -104,9 +104,17 @@ async def test_only_the_scheduler_may_publish_a_decision(infra: Infra, streams: 
     assert await stream_messages(js, NAMES.decisions_stream) == 0  # nothing forged reached the binders
     scheduler, _ = await _as(infra, "scheduler")
     try:
-        assert await _stored(scheduler, NAMES.decision_subject("bind"), b"{}")
+        assert await _stored(scheduler, NAMES.decision_subject("bind"), b'{"v":1,"kind":"bind","fence":3}')
     finally:
         await scheduler.close()
+    assert await stream_messages(js, NAMES.decisions_stream) == 1
+    # A real decision, captured and replayed by another user, is refused like a forged one.
+    real = await js.get_msg(NAMES.decisions_stream, seq=1)
+    binder, _ = await _as(infra, "binder")
+    try:
+        assert not await _stored(binder, real.subject or "", real.data or b"")
+    finally:
+        await binder.close()
     assert await stream_messages(js, NAMES.decisions_stream) == 1
 
 
