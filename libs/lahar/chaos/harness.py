@@ -90,12 +90,19 @@ class Env:
     def child(self, identity: str) -> Child:
         return self.stack.replica(identity)
 
-    async def leader(self, role: str) -> str:
+    async def nats(self) -> Any:
+        """A NATS connection with the rights of an operator's tools (the chaos suite is one)."""
         import nats
 
+        return await nats.connect(self.stack.env()["LAHAR_NATS_URL"], max_reconnect_attempts=0)
+
+    def redis_url(self) -> str:
+        return self.stack.env()["LAHAR_REDIS_URL"]
+
+    async def leader(self, role: str) -> str:
         from lahar.adapters.leader import read_lease
 
-        nc = await nats.connect(self.stack.env()["LAHAR_NATS_URL"])
+        nc = await self.nats()
         try:
             kv = await nc.jetstream().key_value(self.stack.names.leader_bucket)
             lease = await read_lease(kv, role)
@@ -116,9 +123,7 @@ class Env:
         raise TimeoutError(f"no new {role} leader within {timeout} s")
 
     def signal(self, identity: str, sig: signal.Signals) -> None:
-        import os
-
-        os.kill(self.child(identity).proc.pid, sig)
+        self.stack.kill(identity, sig)
 
     async def sim_faults(self, spec: dict[str, Any]) -> None:
         """Set the emulator's injected latency and errors (``{"latency": {"binding": 10}}``)."""
@@ -159,23 +164,21 @@ class Scenario:
     load: bool = True  # run the gang workload around the fault
 
 
-async def run(scenario: Scenario, shape: Shape, base: Path | None = None) -> Outcome:
+def run(scenario: Scenario, shape: Shape, base: Path | None = None) -> Outcome:
+    """Run one scenario on a stack of its own.  The stack starts and stops on this thread, outside
+    the scenario's event loop: its children die with the thread that forked them."""
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix=f"lahar-chaos-{scenario.name}-", dir=base))
     stack = LocalStack(_config(scenario, shape, folder))
     outcome = Outcome(scenario.name, False, 0.0)
     try:
-        await asyncio.get_running_loop().run_in_executor(None, stack.start)
-        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
-        try:
-            await _drive(scenario, shape, stack, kube, outcome)
-        finally:
-            await kube.close()
+        stack.start()
+        asyncio.run(_drive(scenario, shape, stack, outcome))
     except Exception as exc:  # a scenario that cannot even run is a failure to report, not a crash
         log.exception("scenario %s", scenario.name)
         outcome.problems.append(f"the scenario could not run: {exc!r}")
     finally:
-        await asyncio.get_running_loop().run_in_executor(None, stack.stop)
+        stack.stop()
         if not outcome.problems:
             shutil.rmtree(folder, ignore_errors=True)
         else:
@@ -200,7 +203,17 @@ def _config(scenario: Scenario, shape: Shape, folder: Path) -> StackConfig:
     return StackConfig(**{**defaults, **scenario.config})
 
 
-async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome) -> None:
+async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, outcome: Outcome) -> None:
+    kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+    try:
+        await _drive_with(scenario, shape, stack, kube, outcome)
+    finally:
+        await kube.close()
+
+
+async def _drive_with(
+    scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome
+) -> None:
     async with Monitor(kube) as monitor:
         load = Load(kube, gang=shape.gang, rate=shape.rate, run_seconds=shape.run_seconds)
         env = Env(stack, kube, monitor, load, shape)

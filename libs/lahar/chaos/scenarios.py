@@ -13,7 +13,6 @@ import signal
 from typing import Any
 
 import msgspec
-import nats
 import redis.asyncio as aioredis
 
 from lahar.adapters.bus import stream_messages
@@ -29,7 +28,7 @@ RESUME_LIMIT = 5.0  # seconds for binding to resume after NATS or Valkey restart
 
 # -- helpers -------------------------------------------------------------------------------------
 async def _lease(env: Env, role: str) -> tuple[str, int]:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         kv = await nc.jetstream().key_value(env.stack.names.leader_bucket)
         lease = await read_lease(kv, role)
@@ -53,7 +52,7 @@ async def _new_epoch(env: Env, role: str, after: int, timeout: float = 30.0) -> 
 
 
 async def _decisions_queued(env: Env) -> int:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         return await stream_messages(nc.jetstream(), env.stack.names.decisions_stream)
     finally:
@@ -61,7 +60,7 @@ async def _decisions_queued(env: Env) -> int:
 
 
 async def _publish(env: Env, subject: str, data: bytes) -> None:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         await nc.jetstream().publish(subject, data)
     finally:
@@ -69,7 +68,7 @@ async def _publish(env: Env, subject: str, data: bytes) -> None:
 
 
 def _redis(env: Env) -> aioredis.Redis:
-    return aioredis.from_url(env.stack.env()["LAHAR_REDIS_URL"])
+    return aioredis.from_url(env.redis_url())
 
 
 def _pod(ns: str, name: str, group: str, requests: dict[str, str]) -> dict[str, Any]:
@@ -110,14 +109,14 @@ async def leader_change_binders_down(env: Env) -> None:
     """The scheduler leader changes while every binder is stopped; binders come back later."""
     binders = [c.log_path.stem for c in env.stack.binders()]
     for b in binders:
-        env.signal(b, signal.SIGSTOP)
+        env.stack.pause(b)
     await env.until("decisions queued for the stopped binders", lambda: _queued_at_least(env, 10), 30)
     holder, epoch = await _lease(env, "scheduler")
     env.signal(holder, signal.SIGKILL)
     await _new_epoch(env, "scheduler", epoch)
     await asyncio.sleep(3.0)  # the fault's length: binders stay stopped for 3 s after the change
     for b in binders:
-        env.signal(b, signal.SIGCONT)
+        env.stack.resume(b)
 
 
 async def standby_takeover(env: Env) -> None:
@@ -144,10 +143,10 @@ async def cache_leader_paused(env: Env) -> None:
     """The cache leader is paused past its lease; a standby takes over; the old one resumes and
     must not overwrite the mirror (its writes carry an older epoch)."""
     holder, epoch = await _lease(env, "cache")
-    env.signal(holder, signal.SIGSTOP)
+    env.stack.pause(holder)
     await _new_epoch(env, "cache", epoch)
     await asyncio.sleep(2.0)  # the fault's length: the new leader works while the old one sleeps
-    env.signal(holder, signal.SIGCONT)
+    env.stack.resume(holder)
 
 
 # -- lost state ------------------------------------------------------------------------------------
