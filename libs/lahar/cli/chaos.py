@@ -17,6 +17,7 @@ def register(sub: Any) -> None:
     p.add_argument("--fast", action="store_true", help="only the fast scenarios, on a small cluster")
     p.add_argument("--nodes", type=int, help="simulated nodes (default 200; 40 with --fast)")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument("--keep", action="store_true", help="keep every scenario's logs (failed ones are always kept)")
     p.set_defaults(handler=run)
 
 
@@ -37,15 +38,15 @@ def run(args: argparse.Namespace) -> int:
     shape = FAST if args.fast else Shape()
     if args.nodes:
         shape = replace(shape, nodes=args.nodes)
-    return _run_all(chosen, shape, args.output)
+    return _run_all(chosen, shape, args.output, args.keep)
 
 
-def _run_all(chosen: list[Any], shape: Any, output: str) -> int:
+def _run_all(chosen: list[Any], shape: Any, output: str, keep: bool) -> int:
     from lahar.chaos.harness import run as run_one
 
     outcomes = []
     for sc in chosen:
-        outcome = run_one(sc, shape)
+        outcome = run_one(sc, shape, keep=keep)
         outcomes.append(outcome)
         if output == "text":
             print(outcome.line(), flush=True)
