@@ -106,6 +106,10 @@ class LocalStack:
         (self.dir / "logs").mkdir(exist_ok=True)
         if self.traces.exists():
             self.traces.unlink()
+        if not self.config.kubeconfig:
+            # A new emulator is a new, empty cluster: streams and a mirror kept from an earlier
+            # run would describe another cluster, so start them fresh too.
+            shutil.rmtree(self.dir / "infra", ignore_errors=True)
         try:
             self.infra = Infra(self.dir / "infra", nats_url=self.config.nats_url, redis_url=self.config.redis_url)
             self.infra.start()
