@@ -75,6 +75,7 @@ def build(settings: ServiceSettings, redis: Any) -> tuple[Any, MirrorView, Confi
             default_timeout=settings.default_timeout,
             max_body_bytes=settings.max_body_bytes,
             ready=ready,
+            read_through=mirror.read_through,
             mirror_age=mirror.age,
         )
     )
