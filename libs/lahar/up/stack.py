@@ -234,8 +234,25 @@ class LocalStack:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{child.name} not ready within {timeout}s; see {child.log_path}")
                 time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
+        self._wait_mirror(deadline)
         if self.config.admission:
             self._register_webhooks()
+
+    def _wait_mirror(self, deadline: float) -> None:
+        """Until the cache leader has sealed the mirror: before that, readers (admission among
+        them) rightly answer "not ready", and the stack is not ready either."""
+        import redis
+
+        from lahar.wire.keys import stream_id_key
+
+        client = redis.Redis.from_url(self.env()["LAHAR_REDIS_URL"])
+        try:
+            while not client.exists(stream_id_key(self.names.redis_prefix)):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the cache did not build the mirror in time; see its logs")
+                time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
+        finally:
+            client.close()
 
     def _register_webhooks(self) -> None:
         from lahar.adapters.kube import KubeClient, KubeConfig
