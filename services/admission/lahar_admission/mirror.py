@@ -159,6 +159,12 @@ class MirrorView:
         self._seq, self._stream = seq, stream
 
     # -- read-your-writes -------------------------------------------------------------
+    async def catch_up(self) -> None:
+        """Refresh at once when the snapshot is not ready: the cache may have sealed the mirror
+        since the last periodic refresh.  One Redis round trip, and only while not ready."""
+        if self._snapshot is None:
+            await self.refresh_once()
+
     async def read_through(self, missed: Missed, wait: float) -> Found:
         """The missed objects, read from the mirror directly; those still absent are polled for
         until ``wait`` seconds have passed.  A Redis failure ends the wait with what was found."""

@@ -94,6 +94,9 @@ class AppConfig:
     ready: Callable[[], tuple[bool, str]] = lambda: (True, "")
     # Reads objects the snapshot missed, waiting up to the given seconds (MirrorView.read_through).
     read_through: Callable[[Missed, float], Awaitable[Found]] | None = None
+    # Reads the mirror again now if the snapshot is not ready (MirrorView.catch_up): the seal a
+    # moment ago must not be answered "not ready" until the next periodic refresh.
+    catch_up: Callable[[], Awaitable[object]] | None = None
     mirror_age: Callable[[], float] = lambda: 0.0
     workers: int = 4
     # Reviews up to this size are decided on the event loop (see _timed_decision).
@@ -179,6 +182,8 @@ class AdmissionService:
         """The decision, made again with what a direct read finds when the snapshot missed a
         lookup (an object created a moment ago)."""
         deadline = time.monotonic() + min(READ_THROUGH_WAIT, self._budget(request) / 2)
+        if self.config.catch_up is not None:
+            await self.config.catch_up()
         found, tried = Found(), Missed()
         for _ in range(READ_THROUGH_ROUNDS):
             view = ReviewView(self.config.view, found)
