@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz clean
+.PHONY: demo test lint bench chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ bench: $(STAMP)
 	$(BIN)/lahar bench e2e --nodes 1000 --jobs 500 --tasks-per-job 20
 	$(BIN)/lahar bench sim
 	$(BIN)/lahar bench admission
+
+# Every fault scenario on the whole system (about 15 minutes); `lahar chaos --fast` runs the few
+# that `make test` also runs.
+chaos: $(STAMP)
+	$(BIN)/lahar chaos
 
 fuzz: $(STAMP)
 	LAHAR_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests/fuzz -q

@@ -109,6 +109,7 @@ async def _until(work: Awaitable[T], stop: asyncio.Event) -> T | None:
     if task in done:
         return task.result()
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    # Stopping: whatever the work ended with (cancelled, or an error in the same instant) is moot.
+    with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
     return None

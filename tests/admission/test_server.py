@@ -127,6 +127,21 @@ def test_malformed_bodies_are_400_with_a_message(live: LiveServer) -> None:
         assert "uid" in c.post("/jobs/validate", content=b'{"request": {"uid": 5}}', headers=JSON).json()["message"]
 
 
+@pytest.mark.parametrize("depth", [101, 1_000, 100_000])
+def test_deeply_nested_bodies_are_400_not_a_recursion_error(live: LiveServer, depth: int) -> None:
+    nested = "[" * depth + "]" * depth
+    body = json.loads(review("jobs", job()))
+    body["request"]["object"]["spec"]["plugins"] = {"x": "PLACEHOLDER"}
+    text = json.dumps(body).replace('"PLACEHOLDER"', nested)
+    with live.client() as c:
+        r = c.post("/jobs/validate", content=text.encode(), headers=JSON)
+        assert r.status_code == 400
+        assert r.json()["message"] == "malformed AdmissionReview: nested deeper than 100 levels"
+        # Brackets inside strings do not nest; nor does the depth of an ordinary review.
+        quoted = json.dumps(body).replace('"PLACEHOLDER"', json.dumps(nested))
+        assert c.post("/jobs/validate", content=quoted.encode(), headers=JSON).status_code == 200
+
+
 def test_content_type_and_size_limits(live: LiveServer) -> None:
     with live.client() as c:
         assert (

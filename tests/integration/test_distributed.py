@@ -149,9 +149,26 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         await js.publish(names.decision_subject("bind"), msgspec.json.encode({"v": 99, "kind": "bind"}))
         await js.publish(names.result_subject, b"\x00\x01")
         # A pod whose request is not a quantity: the scheduler says why on the pod and carries on.
-        broken = pod(ns, "broken", "pg2")
+        # The API server refuses such a pod (422), so it can only come as a bad delta for a pod
+        # that exists: forge one once the scheduler has seen the real pod (so the real ADDED
+        # delta cannot come after it), with the cache's epoch (so it is not ignored as stale).
+        await kube.create("pods", ns, pod(ns, "broken", "pg-never"))
+
+        async def seen() -> bool:
+            return f"{ns}/broken" in sched.service.view.snapshot.tasks
+
+        await poll(seen, timeout=10.0)
+        broken = pod(ns, "broken", "pg-never")
         broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1x"
-        await kube.create("pods", ns, broken)
+        forged = Delta(
+            kind="pods",
+            op="MODIFIED",
+            key=f"{ns}/broken",
+            rv="1",
+            obj=msgspec.Raw(json.dumps(broken).encode()),
+            epoch=sched.service.follower.epoch,
+        )
+        await js.publish(names.delta_subject("pods"), encode(forged))
         # A PodGroup naming a queue that does not exist gets a condition saying so.
         await kube.create("podgroups", ns, podgroup(ns, "lost", 1, queue="no-such-queue"))
         await kube.create("podgroups", ns, podgroup(ns, "pg2", 1))

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -174,6 +175,22 @@ def test_apply_get_delete(kubeconfig: Path, ns: str) -> None:
     )
     empty = lahar("get", "pods", "-n", ns, kubeconfig=kubeconfig)
     assert empty.returncode == 0 and f"No resources found in {ns} namespace." in empty.stderr
+
+
+def test_apply_refuses_a_yaml_alias_bomb_fast(tmp_path: Path) -> None:
+    laughs = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    laughs += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(MANIFEST + "---\n" + "\n".join(laughs) + "\n")
+    started = time.monotonic()
+    # No cluster is needed: the file is read, and refused, before any call is made.
+    result = lahar("apply", "-f", str(bomb), kubeconfig=tmp_path / "none")
+    assert time.monotonic() - started < 10  # the interpreter's start is most of it
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"error: error parsing {bomb}: document 3: too many aliases: "
+        "they expand to more than 100000 nodes (an alias bomb?)"
+    )
 
 
 def test_cli_unreachable_cluster(tmp_path: Path) -> None:

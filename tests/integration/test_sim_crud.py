@@ -83,6 +83,29 @@ def test_invalid_pod_is_422_naming_the_field(core: client.CoreV1Api, ns: str) ->
     assert "spec.containers: Required value" in status_of(err.value)["message"]
 
 
+def test_negative_or_unreadable_requests_are_422_as_kube_apiserver_says(core: client.CoreV1Api, ns: str, pod) -> None:
+    manifest = pod("neg")
+    manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "-1"}, "limits": {"memory": "-5Gi"}}
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, manifest)
+    assert err.value.status == 422
+    status = status_of(err.value)
+    assert status["reason"] == "Invalid"
+    assert status["message"] == (
+        'Pod "neg" is invalid: '
+        'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0, '
+        'spec.containers[0].resources.limits[memory]: Invalid value: "-5Gi": must be greater than or equal to 0'
+    )
+    manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "9" * 400}}
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, manifest)
+    assert err.value.status == 422
+    assert "requests[cpu]: Invalid value: " in status_of(err.value)["message"]
+    assert "longer than 64 characters" in status_of(err.value)["message"]
+    with pytest.raises(ApiException):
+        core.read_namespaced_pod("neg", ns)
+
+
 def test_malformed_body_is_400(sim) -> None:
     import httpx
 

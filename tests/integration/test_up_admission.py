@@ -124,3 +124,31 @@ def test_default_queue_exists_for_jobs_to_land_in(stack: LocalStack) -> None:
         await poll(queue, timeout=10)
 
     asyncio.run(check())
+
+
+def test_a_queue_and_a_podgroup_naming_it_in_one_apply(stack: LocalStack, tmp_path: Path) -> None:
+    """Read-your-writes: admission finds the queue created a moment before, though its snapshot
+    of the mirror is refreshed only every half second."""
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "same-apply"},
+        "spec": {"weight": 1},
+    }
+    podgroup = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "same-apply", "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "same-apply"},
+    }
+    path = tmp_path / "both.yaml"
+    path.write_text(yaml.safe_dump_all([queue, podgroup]))
+    env = {**os.environ, "KUBECONFIG": stack.kubeconfig}
+    done = subprocess.run(
+        [sys.executable, "-m", "lahar", "apply", "-f", str(path)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "queue.scheduling.volcano.sh/same-apply created",
+        "podgroup.scheduling.volcano.sh/same-apply created",
+    ]

@@ -21,13 +21,13 @@ from lahar.api.quantity import Quantity, QuantityError, format_quantity, milli_v
         ("1G", Fraction(10**9)),
         ("2T", Fraction(2 * 10**12)),
         ("1P", Fraction(10**15)),
-        ("1E", Fraction(10**18)),
+        ("9P", Fraction(9 * 10**15)),
         ("1Ki", Fraction(1024)),
         ("1Mi", Fraction(2**20)),
         ("1Gi", Fraction(2**30)),
         ("1Ti", Fraction(2**40)),
         ("1Pi", Fraction(2**50)),
-        ("1Ei", Fraction(2**60)),
+        ("8191Ti", Fraction(8191 * 2**40)),
         ("1.5Gi", Fraction(3 * 2**29)),
         ("500u", Fraction(1, 2000)),
         ("7n", Fraction(7, 10**9)),
@@ -49,7 +49,7 @@ def test_parse(text: str, expected: Fraction) -> None:
 
 
 def test_e_alone_is_exa_but_e_with_digits_is_an_exponent() -> None:
-    assert parse_quantity("2E") == 2 * 10**18
+    assert parse_quantity("0.002E") == 2 * 10**15  # exa (2E itself is beyond int64 milli-units)
     assert parse_quantity("2E2") == 200
 
 
@@ -119,3 +119,37 @@ def test_quantity_keeps_its_text_and_compares_by_amount() -> None:
 )
 def test_format_for_messages(amount: float, milli: bool, shown: str) -> None:
     assert format_quantity(amount, milli) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("9" * 400, "longer than 64 characters"),
+        ("1" * 5000, "longer than 64 characters"),  # never reaches int(): no 4300-digit ValueError
+        ("9223372036854776", "too large (more than 2^63-1 milli-units)"),
+        ("-9223372036854776", "too large (more than 2^63-1 milli-units)"),
+        ("1E", "too large (more than 2^63-1 milli-units)"),  # exa: 10^21 milli-units
+        ("1Ei", "too large (more than 2^63-1 milli-units)"),
+        ("1e64", "too large (more than 2^63-1 milli-units)"),
+        (2**80, "too large (more than 2^63-1 milli-units)"),
+        (1e300, "too large (more than 2^63-1 milli-units)"),
+    ],
+)
+def test_out_of_bounds_values_are_quantity_errors_saying_why(value: object, why: str) -> None:
+    with pytest.raises(QuantityError) as info:
+        parse_quantity(value)  # type: ignore[arg-type]
+    assert info.value.why == why
+    assert str(info.value).endswith(f"is not a quantity: {why}")
+    assert len(str(info.value)) < 120  # the value is named, cut short
+
+
+def test_the_largest_values_that_fit_int64_milli_units_parse() -> None:
+    assert Quantity("9223372036854775").milli == 9223372036854775000
+    assert Quantity("-9223372036854775").milli == -9223372036854775000
+    assert Quantity("8Pi").milli == 8 * 2**50 * 1000
+    assert parse_quantity(" " + "1" * 15 + " ") == 111111111111111
+
+
+def test_a_huge_integer_is_named_by_its_size() -> None:
+    with pytest.raises(QuantityError, match=r"^an integer of 33220 bits is not a quantity: too large"):
+        parse_quantity(10**10000)

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
@@ -49,6 +50,10 @@ Apply = Callable[[Delta, dict[str, str] | None], None]
 
 class Resync(Exception):
     """Load the mirror again (a gap, or the stream was replaced)."""
+
+
+class Resubscribe(Exception):
+    """The consumer is gone (NATS restarted and forgot it): subscribe again after what was applied."""
 
 
 class Follower:
@@ -89,10 +94,16 @@ class Follower:
         """Load, follow, and load again after a gap or a replaced stream; never returns."""
         while True:
             await self._sync()
-            try:
-                await self._follow()
-            except Resync as why:
-                log.warning("%s: %s; loading the mirror again", self.source, why)
+            while True:
+                try:
+                    await self._follow()
+                except Resync as why:
+                    log.warning("%s: %s; loading the mirror again", self.source, why)
+                    break
+                except Resubscribe as why:
+                    log.warning("%s: %s; following again from %d", self.source, why, self.seq + 1)
+                    await self._unsubscribe()
+                    await self._subscribe(self.seq + 1)
 
     async def caught_up(self) -> bool:
         """Whether every delta in the stream now has been applied."""
@@ -115,15 +126,18 @@ class Follower:
             self.seq, self.epoch, self.stream = state.seq, state.fence, state.stream
             self.inbox = asyncio.Queue()
         self.loads += 1
+        await self._subscribe(state.seq + 1)
+        self.ready.set()
+
+    async def _subscribe(self, start: int) -> None:
         self._sub = await self.js.subscribe(
             self.names.delta_subjects,
             stream=self.names.cluster_stream,
             cb=self._queue,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=state.seq + 1),
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
         )
-        self.ready.set()
 
     async def _wait_for_mirror(self) -> MirrorState:
         """The mirror, once it reflects the live stream."""
@@ -186,6 +200,19 @@ class Follower:
                 raise Resync(f"the CLUSTER stream was replaced ({self.stream} -> {live and live.id})")
             if live.last_seq < self.seq:
                 raise Resync(f"the stream ends at {live.last_seq}, before what was applied ({self.seq})")
+            await self._check_consumer()
+
+    async def _check_consumer(self) -> None:
+        """A restarted server forgets ordered consumers; nats-py notices only after missed
+        heartbeats (over 10 s), so ask."""
+        if self._sub is None:
+            return
+        try:
+            await self._sub.consumer_info()
+        except nats.js.errors.NotFoundError:
+            raise Resubscribe("the stream's consumer is gone") from None
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.info("%s: cannot check the consumer (%r)", self.source, exc)
 
     async def _apply_batch(self, batch: list[Msg]) -> None:
         poison: list[tuple[Msg, str]] = []

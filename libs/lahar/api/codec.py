@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
-import yaml
 
 from lahar.api.objects import KINDS, KubeObject, group_of
 from lahar.api.quantity import Quantity, QuantityError
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from lahar.api.safeyaml import load as _load_one
+from lahar.api.safeyaml import load_all
 
 
 class DecodeError(ValueError):
@@ -144,9 +143,10 @@ def decode_object(raw: Any, prefix: str = "") -> KubeObject | None:
     return obj
 
 
-def iter_documents(text: str) -> Iterator[Any]:
-    """Every document of a YAML/JSON stream, with ``kind: List`` expanded into its items."""
-    for doc in yaml.load_all(text, Loader=_Loader):
+def iter_documents(text: str, source: str = "<input>") -> Iterator[Any]:
+    """Every document of a YAML/JSON stream, with ``kind: List`` expanded into its items
+    (``safeyaml.YamlError`` for YAML that is invalid or out of bounds)."""
+    for doc in load_all(text, source):
         if doc is None:
             continue
         if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
@@ -155,5 +155,5 @@ def iter_documents(text: str) -> Iterator[Any]:
             yield doc
 
 
-def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+def load_yaml(text: str, source: str = "<input>") -> Any:
+    return _load_one(text, source)

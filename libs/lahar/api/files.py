@@ -6,12 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lahar.api.codec import DecodeError, decode_object
 from lahar.api.objects import KubeObject
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from lahar.api.safeyaml import YamlError, documents, load_all
 
 
 class FileError(ValueError):
@@ -54,11 +51,11 @@ def load_file(path: str | Path) -> Loaded:
     except OSError as exc:
         raise FileError(f"{p}: cannot read: {exc.strerror}") from None
     try:
-        docs = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
-    except yaml.YAMLError as exc:
-        raise FileError(f"{p}: not valid YAML: {exc}") from None
+        docs = documents(load_all(text, str(p)))
+    except YamlError as exc:
+        raise FileError(str(exc)) from None
     out = Loaded()
-    for d, doc in enumerate(docs, start=1):
+    for d, doc in docs:
         where = f"{p}: document {d}"
         if isinstance(doc, dict) and "objects" in doc and "schedulerConf" in doc:
             out.case = doc

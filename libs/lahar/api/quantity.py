@@ -36,15 +36,44 @@ _GRAMMAR = re.compile(
 )
 
 
+# Bounds: every consumer turns quantities into int64 milli-units (Go's MilliValue) or floats, so
+# a larger value cannot be held; and a long text is never a real quantity, only work to parse.
+MAX_TEXT = 64
+MAX_MILLI = 2**63 - 1
+
+
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
+    """A value that is not a Kubernetes quantity, or one too large to hold; ``why`` is the
+    reason alone (empty when the text does not match the grammar)."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why
+
+
+def _refuse(value: object, why: str = "") -> QuantityError:
+    return QuantityError(f"{_shown(value)} is not a quantity" + (f": {why}" if why else ""), why)
+
+
+def _shown(value: object) -> str:
+    """The value for a message, cut short (and a huge int never printed: repr could refuse it)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:32]}...({len(text)} characters)"
+
+
+def _bounded(amount: Fraction, original: object) -> Fraction:
+    if abs(math.ceil(amount * 1000)) > MAX_MILLI:
+        raise _refuse(original, "too large (more than 2^63-1 milli-units)")
+    return amount
 
 
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Fraction:
     match = _GRAMMAR.match(text)
     if match is None:
-        raise QuantityError(f"{text!r} is not a quantity")
+        raise _refuse(text)
     number = Fraction(match.group("num"))
     suffix = match.group("suffix") or ""
     if suffix in _BINARY:
@@ -54,24 +83,27 @@ def _parse_text(text: str) -> Fraction:
     else:
         exponent = int(suffix[1:])
         if abs(exponent) > 64:
-            raise QuantityError(f"{text!r} is not a quantity: exponent out of range")
+            raise _refuse(text, "exponent out of range")
         number *= Fraction(10) ** exponent
-    return -number if match.group("sign") == "-" else number
+    return _bounded(-number if match.group("sign") == "-" else number, text)
 
 
 def parse_quantity(value: str | int | float) -> Fraction:
     """Parse a quantity as YAML or JSON may carry it: a string, or a bare number."""
     if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a quantity")
+        raise _refuse(value)
     if isinstance(value, int):
-        return Fraction(value)
+        return _bounded(Fraction(value), value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise QuantityError(f"{value!r} is not a quantity")
-        return Fraction(str(value))
+            raise _refuse(value)
+        return _bounded(Fraction(str(value)), value)
     if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a quantity")
-    return _parse_text(value.strip())
+        raise _refuse(value)
+    text = value.strip()
+    if len(text) > MAX_TEXT:
+        raise _refuse(value, f"longer than {MAX_TEXT} characters")
+    return _parse_text(text)
 
 
 def milli_value(q: Fraction) -> int:

@@ -41,6 +41,7 @@ class Shape:
 
     nodes: int = 200
     cpu: int = 8
+    pod_cpu: int = 1
     rate: float = 3.0  # gangs per second
     gang: int = 10
     run_seconds: float = 30.0
@@ -49,7 +50,9 @@ class Shape:
     settle_timeout: float = 90.0
 
 
-FAST = Shape(nodes=40, rate=2.0, gang=6, run_seconds=8.0, warmup_binds=40, after=4.0, settle_timeout=60.0)
+# Small but full: 12 pods of 2 cpu a second on 160 cpu, each running 10 s, so nodes fill up and
+# a pod placed twice over-commits its node.
+FAST = Shape(nodes=20, pod_cpu=2, rate=2.0, gang=6, run_seconds=10.0, warmup_binds=40, after=4.0, settle_timeout=60.0)
 
 
 @dataclass
@@ -90,12 +93,19 @@ class Env:
     def child(self, identity: str) -> Child:
         return self.stack.replica(identity)
 
-    async def leader(self, role: str) -> str:
+    async def nats(self) -> Any:
+        """A NATS connection with the rights of an operator's tools (the chaos suite is one)."""
         import nats
 
+        return await nats.connect(self.stack.env()["LAHAR_NATS_URL"], max_reconnect_attempts=0)
+
+    def redis_url(self) -> str:
+        return self.stack.env()["LAHAR_REDIS_URL"]
+
+    async def leader(self, role: str) -> str:
         from lahar.adapters.leader import read_lease
 
-        nc = await nats.connect(self.stack.env()["LAHAR_NATS_URL"])
+        nc = await self.nats()
         try:
             kv = await nc.jetstream().key_value(self.stack.names.leader_bucket)
             lease = await read_lease(kv, role)
@@ -116,9 +126,7 @@ class Env:
         raise TimeoutError(f"no new {role} leader within {timeout} s")
 
     def signal(self, identity: str, sig: signal.Signals) -> None:
-        import os
-
-        os.kill(self.child(identity).proc.pid, sig)
+        self.stack.kill(identity, sig)
 
     async def sim_faults(self, spec: dict[str, Any]) -> None:
         """Set the emulator's injected latency and errors (``{"latency": {"binding": 10}}``)."""
@@ -157,29 +165,28 @@ class Scenario:
     fast: bool = False
     config: dict[str, Any] = field(default_factory=dict)  # StackConfig overrides
     load: bool = True  # run the gang workload around the fault
+    verify: Inject | None = None  # more checks, after the cluster settled
 
 
-async def run(scenario: Scenario, shape: Shape, base: Path | None = None) -> Outcome:
+def run(scenario: Scenario, shape: Shape, base: Path | None = None, keep: bool = False) -> Outcome:
+    """Run one scenario on a stack of its own.  The stack starts and stops on this thread, outside
+    the scenario's event loop: its children die with the thread that forked them."""
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix=f"lahar-chaos-{scenario.name}-", dir=base))
     stack = LocalStack(_config(scenario, shape, folder))
     outcome = Outcome(scenario.name, False, 0.0)
     try:
-        await asyncio.get_running_loop().run_in_executor(None, stack.start)
-        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
-        try:
-            await _drive(scenario, shape, stack, kube, outcome)
-        finally:
-            await kube.close()
+        stack.start()
+        asyncio.run(_drive(scenario, shape, stack, outcome))
     except Exception as exc:  # a scenario that cannot even run is a failure to report, not a crash
         log.exception("scenario %s", scenario.name)
         outcome.problems.append(f"the scenario could not run: {exc!r}")
     finally:
-        await asyncio.get_running_loop().run_in_executor(None, stack.stop)
-        if not outcome.problems:
-            shutil.rmtree(folder, ignore_errors=True)
+        stack.stop()
+        if outcome.problems or keep:
+            outcome.figures["logs"] = str(folder / "logs")
         else:
-            outcome.problems.append(f"logs kept in {folder / 'logs'}")
+            shutil.rmtree(folder, ignore_errors=True)
     outcome.seconds = time.monotonic() - started
     outcome.passed = not outcome.problems
     return outcome
@@ -200,9 +207,19 @@ def _config(scenario: Scenario, shape: Shape, folder: Path) -> StackConfig:
     return StackConfig(**{**defaults, **scenario.config})
 
 
-async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome) -> None:
+async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, outcome: Outcome) -> None:
+    kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+    try:
+        await _drive_with(scenario, shape, stack, kube, outcome)
+    finally:
+        await kube.close()
+
+
+async def _drive_with(
+    scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome
+) -> None:
     async with Monitor(kube) as monitor:
-        load = Load(kube, gang=shape.gang, rate=shape.rate, run_seconds=shape.run_seconds)
+        load = Load(kube, gang=shape.gang, cpu=str(shape.pod_cpu), rate=shape.rate, run_seconds=shape.run_seconds)
         env = Env(stack, kube, monitor, load, shape)
         if scenario.load:
             await load.start()
@@ -215,13 +232,29 @@ async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, kube: Kube
             await asyncio.sleep(shape.after)  # the load goes on for a while after recovery
             await load.stop()
             await _settle(env)
+        if scenario.verify is not None:
+            await scenario.verify(env)
         _judge(env)
         outcome.figures.update(env.figures)
         outcome.problems.extend(env.problems)
 
 
+def _gang_of(key: str, group: str) -> str:
+    return f"{key.rpartition('/')[0]}/{group}"
+
+
+def orphans(env: Env) -> set[str]:
+    """Submitted pods whose PodGroup does not exist (its create was refused): they cannot run."""
+    led = env.monitor.ledger
+    return {
+        k for k in env.load.submitted if k in led.pods and _gang_of(k, led.pods[k].group) not in led.min_member
+    }
+
+
 async def _settle(env: Env) -> None:
-    submitted = env.load.submitted
+    lost = orphans(env)
+    env.figures["orphans"] = len(lost)
+    submitted = env.load.submitted - lost
     try:
         took = await env.until(
             "every submitted pod bound",

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.api.quantity import QuantityError, milli_value, parse_quantity
+from lahar.api.quantity import milli_value, parse_quantity
 
 GROUP = "scheduling.k8s.io/group-name"
 FINISHED = frozenset({"Succeeded", "Failed"})
@@ -138,5 +138,5 @@ def _requests(spec: dict[str, Any]) -> dict[str, int]:
 def _milli(value: Any) -> int:
     try:
         return milli_value(parse_quantity(value))
-    except QuantityError:
+    except (ValueError, ArithmeticError):  # a quantity nobody can hold counts for nothing here
         return 0

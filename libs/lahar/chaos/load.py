@@ -41,7 +41,9 @@ class Load:
 
     async def burst(self, gangs: int) -> None:
         """Submit ``gangs`` at once (and wait for the creates)."""
-        await asyncio.gather(*(self._one() for _ in range(gangs)))
+        first = self._count + 1
+        self._count += gangs
+        await asyncio.gather(*(self._one(n) for n in range(first, first + gangs)))
 
     async def _run(self) -> None:
         started = time.monotonic()
@@ -49,13 +51,13 @@ class Load:
         while True:
             due = int((time.monotonic() - started) * self.rate) + 1
             while self._count < due:
-                task = asyncio.create_task(self._one())
+                self._count += 1  # counted here: the task below runs only after this loop yields
+                task = asyncio.create_task(self._one(self._count))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
             await asyncio.sleep(max(0.0, (self._count / self.rate) - (time.monotonic() - started)))
 
-    async def _one(self) -> None:
-        self._count += 1
-        job = JobSpec(f"g{self._count:05d}", "default", self.gang, self.cpu, self.memory, self.run_seconds)
+    async def _one(self, n: int) -> None:
+        job = JobSpec(f"g{n:05d}", "default", self.gang, self.cpu, self.memory, self.run_seconds)
         self.submitted.update(f"{self.namespace}/{job.name}-worker-{i}" for i in range(self.gang))
         await submit(self.kube, self.namespace, [job], self.tracker, parallel=self.gang)

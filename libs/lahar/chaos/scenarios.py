@@ -13,13 +13,12 @@ import signal
 from typing import Any
 
 import msgspec
-import nats
 import redis.asyncio as aioredis
 
 from lahar.adapters.bus import stream_messages
 from lahar.adapters.kube import KubeError
 from lahar.adapters.leader import read_lease
-from lahar.chaos.harness import Env, Scenario
+from lahar.chaos.harness import Env, Scenario, orphans
 from lahar.e2e.workload import GROUP
 from lahar.wire.messages import BindItem, Binds, Delta, encode
 
@@ -29,7 +28,7 @@ RESUME_LIMIT = 5.0  # seconds for binding to resume after NATS or Valkey restart
 
 # -- helpers -------------------------------------------------------------------------------------
 async def _lease(env: Env, role: str) -> tuple[str, int]:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         kv = await nc.jetstream().key_value(env.stack.names.leader_bucket)
         lease = await read_lease(kv, role)
@@ -53,7 +52,7 @@ async def _new_epoch(env: Env, role: str, after: int, timeout: float = 30.0) -> 
 
 
 async def _decisions_queued(env: Env) -> int:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         return await stream_messages(nc.jetstream(), env.stack.names.decisions_stream)
     finally:
@@ -61,7 +60,7 @@ async def _decisions_queued(env: Env) -> int:
 
 
 async def _publish(env: Env, subject: str, data: bytes) -> None:
-    nc = await nats.connect(env.stack.env()["LAHAR_NATS_URL"])
+    nc = await env.nats()
     try:
         await nc.jetstream().publish(subject, data)
     finally:
@@ -69,10 +68,10 @@ async def _publish(env: Env, subject: str, data: bytes) -> None:
 
 
 def _redis(env: Env) -> aioredis.Redis:
-    return aioredis.from_url(env.stack.env()["LAHAR_REDIS_URL"])
+    return aioredis.from_url(env.redis_url())
 
 
-def _pod(ns: str, name: str, group: str, requests: dict[str, str]) -> dict[str, Any]:
+def _pod(ns: str, name: str, group: str, requests: dict[str, str], **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -80,6 +79,7 @@ def _pod(ns: str, name: str, group: str, requests: dict[str, str]) -> dict[str, 
         "spec": {
             "schedulerName": "volcano",
             "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+            **spec,
         },
     }
 
@@ -110,14 +110,14 @@ async def leader_change_binders_down(env: Env) -> None:
     """The scheduler leader changes while every binder is stopped; binders come back later."""
     binders = [c.log_path.stem for c in env.stack.binders()]
     for b in binders:
-        env.signal(b, signal.SIGSTOP)
+        env.stack.pause(b)
     await env.until("decisions queued for the stopped binders", lambda: _queued_at_least(env, 10), 30)
     holder, epoch = await _lease(env, "scheduler")
     env.signal(holder, signal.SIGKILL)
     await _new_epoch(env, "scheduler", epoch)
     await asyncio.sleep(3.0)  # the fault's length: binders stay stopped for 3 s after the change
     for b in binders:
-        env.signal(b, signal.SIGCONT)
+        env.stack.resume(b)
 
 
 async def standby_takeover(env: Env) -> None:
@@ -144,10 +144,10 @@ async def cache_leader_paused(env: Env) -> None:
     """The cache leader is paused past its lease; a standby takes over; the old one resumes and
     must not overwrite the mirror (its writes carry an older epoch)."""
     holder, epoch = await _lease(env, "cache")
-    env.signal(holder, signal.SIGSTOP)
+    env.stack.pause(holder)
     await _new_epoch(env, "cache", epoch)
     await asyncio.sleep(2.0)  # the fault's length: the new leader works while the old one sleeps
-    env.signal(holder, signal.SIGCONT)
+    env.stack.resume(holder)
 
 
 # -- lost state ------------------------------------------------------------------------------------
@@ -236,8 +236,9 @@ async def poison_deltas(env: Env) -> None:
 async def forged_decision(env: Env) -> None:
     """A decision with fence 2^63-1 on the bus: dropped; real decisions go on being executed."""
     ns = env.load.namespace
-    await env.kube.create("podgroups", ns, _podgroup(ns, "forged", 1, queue="nowhere"))
-    await env.kube.create("pods", ns, _pod(ns, "forged-0", "forged", {"cpu": "1"}))
+    # A pod no node fits (its selector matches none): only the forged decision could bind it.
+    await env.kube.create("podgroups", ns, _podgroup(ns, "forged", 1))
+    await env.kube.create("pods", ns, _pod(ns, "forged-0", "forged", {"cpu": "1"}, nodeSelector={"nowhere": "x"}))
     node = sorted(env.monitor.ledger.allocatable)[0]
     forged = Binds(id="forged", fence=2**63 - 1, items=[BindItem(namespace=ns, name="forged-0", node=node)])
     await _publish(env, env.stack.names.decision_subject("bind"), encode(forged))
@@ -267,6 +268,81 @@ async def podgroup_never_created(env: Env) -> None:
     env.figures["explained_s"] = round(await env.until("the orphan's condition", explained, 30), 2)
 
 
+# -- the supervisor and the webhook -------------------------------------------------------------------
+async def scheduler_restart(env: Env) -> None:
+    """SIGKILL of the only scheduler: ``lahar up`` restarts it with the same identity, and it takes
+    its own lease back at once instead of waiting for it to expire."""
+    holder, epoch = await _lease(env, "scheduler")
+    env.signal(holder, signal.SIGKILL)
+    _, took = await _new_epoch(env, "scheduler", epoch)
+    env.figures["lead_again_s"] = round(took, 2)
+    env.figures["restarts"] = env.stack.restarts(holder)
+    if env.stack.restarts(holder) < 1:
+        env.problem(f"{holder} was not restarted")
+    if took > RESUME_LIMIT:
+        env.problem(f"the restarted scheduler led again after {took:.1f} s (limit {RESUME_LIMIT:g} s)")
+
+
+async def binder_killed(env: Env) -> None:
+    """SIGKILL of a binder: its unacknowledged decisions are redelivered to the other, and it is
+    replaced."""
+    victim = env.stack.binders()[0].identity
+    env.signal(victim, signal.SIGKILL)
+    await env.until(f"{victim} restarted", lambda: env.stack.restarts(victim) >= 1 and _alive(env, victim), 30)
+    env.figures["restarts"] = env.stack.restarts(victim)
+
+
+def _alive(env: Env, identity: str) -> bool:
+    return env.stack.replica(identity).alive()
+
+
+async def admission_restart(env: Env) -> None:
+    """The admission webhook restarts under load: PodGroup creates are refused meanwhile. Every
+    pod whose PodGroup was never made must say so in its condition; the rest must run."""
+    fault = env.now()
+    env.signal("admission", signal.SIGKILL)
+    await env.until("admission restarted", lambda: env.stack.restarts("admission") >= 1, 30)
+    env.figures["admission_back_s"] = round(env.now() - fault, 2)
+
+
+async def orphans_explained(env: Env) -> None:
+    """Every pod whose PodGroup was never created carries a condition that says so."""
+    lost = sorted(orphans(env))
+
+    async def all_explained() -> bool:
+        for key in lost:
+            ns, name = key.split("/")
+            if "does not exist" not in await _condition(env, ns, name):
+                return False
+        return True
+
+    try:
+        await env.until("a condition on every pod without its PodGroup", all_explained, 30)
+    except TimeoutError:
+        env.problem(f"pods without a PodGroup and without a condition saying so, among {lost[:3]}")
+
+
+async def queue_with_podgroup(env: Env) -> None:
+    """A Queue and a PodGroup naming it, created back to back (one ``kubectl apply -f``): the
+    PodGroup is admitted (admission reads its own writes)."""
+    ns = env.load.namespace
+    denied = 0
+    for i in range(10):
+        queue = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": f"fresh-{i}"},
+            "spec": {"weight": 1},
+        }
+        await env.kube.create("queues", "", queue)
+        try:
+            await env.kube.create("podgroups", ns, _podgroup(ns, f"fresh-{i}", 1, queue=f"fresh-{i}"))
+        except KubeError as exc:
+            denied += 1
+            env.problem(f"PodGroup fresh-{i} denied right after its queue was created: {exc}")
+    env.figures["denied"] = denied
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("leader-change", "scheduler leader change with decisions queued (10 s binds)", leader_change, fast=True),
     Scenario(
@@ -283,4 +359,19 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("poison-deltas", "malformed and object-less deltas on the bus", poison_deltas, fast=True),
     Scenario("forged-decision", "a decision with fence 2^63-1", forged_decision, fast=True),
     Scenario("podgroup-never-created", "pods whose PodGroup is never created", podgroup_never_created),
+    Scenario(
+        "scheduler-restart",
+        "SIGKILL of the only scheduler: restarted, leads again at once",
+        scheduler_restart,
+        fast=True,
+        config={"replicas": 1},
+    ),
+    Scenario("binder-killed", "SIGKILL of a binder: replaced, its decisions redelivered", binder_killed),
+    Scenario(
+        "admission-restart",
+        "the admission webhook restarts under load",
+        admission_restart,
+        verify=orphans_explained,
+    ),
+    Scenario("queue-with-podgroup", "a Queue and its PodGroup created back to back", queue_with_podgroup, fast=True),
 )

@@ -4,7 +4,6 @@ one line per scenario with its figures, ending ``N passed, M failed``."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from dataclasses import asdict, replace
@@ -18,6 +17,7 @@ def register(sub: Any) -> None:
     p.add_argument("--fast", action="store_true", help="only the fast scenarios, on a small cluster")
     p.add_argument("--nodes", type=int, help="simulated nodes (default 200; 40 with --fast)")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument("--keep", action="store_true", help="keep every scenario's logs (failed ones are always kept)")
     p.set_defaults(handler=run)
 
 
@@ -38,21 +38,22 @@ def run(args: argparse.Namespace) -> int:
     shape = FAST if args.fast else Shape()
     if args.nodes:
         shape = replace(shape, nodes=args.nodes)
-    return asyncio.run(_run_all(chosen, shape, args.output))
+    return _run_all(chosen, shape, args.output, args.keep)
 
 
-async def _run_all(chosen: list[Any], shape: Any, output: str) -> int:
+def _run_all(chosen: list[Any], shape: Any, output: str, keep: bool) -> int:
     from lahar.chaos.harness import run as run_one
 
     outcomes = []
     for sc in chosen:
-        outcome = await run_one(sc, shape)
+        outcome = run_one(sc, shape, keep=keep)
         outcomes.append(outcome)
         if output == "text":
             print(outcome.line(), flush=True)
     passed = sum(o.passed for o in outcomes)
     if output == "json":
-        print(json.dumps({"scenarios": [asdict(o) for o in outcomes], "passed": passed, "failed": len(outcomes) - passed}))
+        report = {"scenarios": [asdict(o) for o in outcomes], "passed": passed, "failed": len(outcomes) - passed}
+        print(json.dumps(report))
     else:
         print(f"{passed} passed, {len(outcomes) - passed} failed")
     return 0 if passed == len(outcomes) else 1

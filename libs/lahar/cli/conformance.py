@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from lahar.api import safeyaml
 
 
 def register(sub: Any) -> None:
@@ -39,8 +37,8 @@ def run_file(path: Path, seed: int) -> tuple[str, bool, list[str]]:
 
     try:
         text = path.read_text()
-        doc = yaml.load(text, Loader=_Loader)
-    except (OSError, yaml.YAMLError) as exc:
+        doc = safeyaml.load(text, str(path))
+    except (OSError, safeyaml.YamlError) as exc:
         return path.stem, False, [f"cannot read case: {exc}"]
     if is_scheduler_case(doc):
         r = run_case(doc, seed=seed)

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from lahar.api import safeyaml
+
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 Obj = dict[str, Any]
 
@@ -148,13 +150,14 @@ def server_error(exc: Any, context: str = "") -> CliError:
 def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
     for path in paths:
         try:
-            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-            docs = list(yaml.safe_load_all(text))
+            docs = safeyaml.documents(safeyaml.load_all(_read(path), path))
         except OSError as exc:
             raise CliError(f'error: the path "{path}" cannot be read: {exc.strerror}') from None
-        except yaml.YAMLError as exc:
-            raise CliError(f"error: error parsing {path}: {exc}") from None
-        for index, doc in enumerate(d for d in docs if d is not None):
+        except safeyaml.YamlError as exc:
+            raise CliError(f"error: error parsing {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise CliError(f"error: error parsing {path}: not UTF-8 text: {exc.reason}") from None
+        for index, doc in docs:
             if not isinstance(doc, dict):
                 raise CliError(f"error: {path}: document {index}: not an object")
             items = doc.get("items") if str(doc.get("kind", "")).endswith("List") and "items" in doc else [doc]
@@ -164,6 +167,13 @@ def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
                 if not (item.get("metadata") or {}).get("name"):
                     raise CliError(f"error: {path}: document {index}: metadata.name is required")
                 yield path, item
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return safeyaml.read(sys.stdin, path)
+    with open(path, encoding="utf-8") as handle:
+        return safeyaml.read(handle, path)
 
 
 def _namespace(res: Any, obj: Obj, cluster: Cluster) -> str | None:
@@ -190,9 +200,10 @@ def run_apply(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
 
+    objects = list(load_documents(args.filename))  # a bad file fails before any call is made
     cluster = Cluster(args)
     failed = False
-    for path, obj in list(load_documents(args.filename)):
+    for path, obj in objects:
         res = cluster.resource_for(obj["apiVersion"], obj["kind"])
         namespace = _namespace(res, obj, cluster)
         name = obj["metadata"]["name"]
@@ -247,9 +258,10 @@ def _delete(args: argparse.Namespace) -> int:
 
     if not args.filename and not (args.kind and args.names):
         raise CliError("error: give -f FILE, or KIND and NAME")
+    objects = list(load_documents(args.filename))
     cluster = Cluster(args)
     targets: list[tuple[str, Any, str, str | None]] = []
-    for path, obj in load_documents(args.filename):
+    for path, obj in objects:
         res = cluster.resource_for(obj["apiVersion"], obj["kind"])
         targets.append((f'error when deleting "{path}": ', res, obj["metadata"]["name"], _namespace(res, obj, cluster)))
     if args.kind:

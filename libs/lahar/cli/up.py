@@ -30,6 +30,10 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=float, default=1.0, help="seconds between scheduling sessions")
     p.add_argument("--conf", help="a volcano-scheduler.conf for the scheduler")
     p.add_argument("--no-admission", action="store_true", help="do not run the admission webhook")
+    p.add_argument(
+        "--replicas", type=int, default=1, help="replicas of cache, controller, scheduler (one leads)"
+    )
+    p.add_argument("--leader-ttl", type=float, default=2.0, help="seconds a leader's lease lasts without renewal")
 
 
 def stack_config(args: argparse.Namespace) -> Any:
@@ -47,6 +51,8 @@ def stack_config(args: argparse.Namespace) -> Any:
         period=args.period,
         admission=not args.no_admission,
         scheduler_conf=str(Path(args.conf).resolve()) if args.conf else None,
+        replicas=args.replicas,
+        leader_ttl=args.leader_ttl,
     )
 
 
@@ -58,6 +64,10 @@ def validate(args: argparse.Namespace) -> list[str]:
         errors.append("--max-in-flight: must be at least 1")
     if args.period <= 0:
         errors.append("--period: must be positive")
+    if args.replicas < 1:
+        errors.append("--replicas: must be at least 1")
+    if args.leader_ttl < 0.5:
+        errors.append("--leader-ttl: must be at least 0.5 seconds")
     if args.kubeconfig and not Path(args.kubeconfig).exists():
         errors.append(f"--kubeconfig: {args.kubeconfig} does not exist")
     return errors
@@ -100,6 +110,7 @@ async def _watch(stack: Any) -> int:
     nc = await stack.infra.connect_nats()
     js = nc.jetstream()
     scaler = Autoscaler(stack)
+    seen_events = 0
     last_done, last_t = 0.0, time.monotonic()
     async with httpx.AsyncClient() as client:
         while not stop.is_set():
@@ -113,9 +124,12 @@ async def _watch(stack: Any) -> int:
                 f"binders {st.binders}  queued {st.queued}"
             )
             print("\r" + line + (f"  ({note})" if note else "") + " " * 8, end="", file=sys.stderr, flush=True)
-            dead = [c.name for c in stack.dead() if c.name != "binder"]
-            if dead:
-                print(f"\nlahar up: {', '.join(dead)} exited; stopping (see {stack.dir / 'logs'})", file=sys.stderr)
+            # The keeper restarts dead children; say what it did, once, on its own line.
+            for event in stack.keeper.events[seen_events:]:
+                print(f"\nlahar up: {event} (see {stack.dir / 'logs'})", file=sys.stderr)
+            seen_events = len(stack.keeper.events)
+            if any(c.name == "sim" for c in stack.dead()):
+                print(f"\nlahar up: the emulator exited; stopping (see {stack.dir / 'logs'})", file=sys.stderr)
                 await nc.close()
                 return 1
             with contextlib.suppress(TimeoutError):

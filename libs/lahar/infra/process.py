@@ -40,12 +40,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def spawn(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, append: bool = False
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, tied to our life, output into ``log_path``.
 
     Output goes to a file, not a pipe: nobody drains a pipe while the server runs, and a full pipe
-    would block the server."""
-    with log_path.open("wb") as log:
+    would block the server.  A restarted child appends, so its earlier life stays readable."""
+    with log_path.open("ab" if append else "wb") as log:
         return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -69,6 +71,12 @@ def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
     # A helper the server forked may still hold the group.  The group id cannot be reused while
     # any member lives, so this reaches only our leftovers (or nobody).
     _signal_group(proc.pid, signal.SIGKILL)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the server's group at once, as a crash would, and reap it."""
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -173,18 +173,40 @@ class EmbeddedServer(ABC):
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
 
+    def restart(self, wipe: bool = False, kill: bool = True, timeout: float = 10.0) -> None:
+        """Stop the server (SIGKILL by default, as a crash would) and start it again on the same
+        port, so that clients reconnect to the URL they know.  ``wipe`` empties its data folder
+        first: the server comes back with nothing it had stored."""
+        if self._proc is not None:
+            if kill:
+                process.kill(self._proc)
+            else:
+                process.stop(self._proc, timeout)
+        if wipe:
+            for entry in self.data_dir.iterdir():
+                if entry.name == self.log_path.name:
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        self._deadline = time.monotonic() + timeout
+        self._attempts = PORT_ATTEMPTS  # the port is the server's address now: never move it
+        self._launch(self.port)
+        self.wait_ready()
+
     def __repr__(self) -> str:
         folder = self._given_dir or self._temp_dir
         return f"{type(self).__name__}(url={self.url!r}, pid={self.pid}, data_dir={str(folder)!r})"
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _launch(self) -> None:
+    def _launch(self, port: int = 0) -> None:
         self._attempts += 1
-        self.port = process.free_port(LOOPBACK)
+        self.port = port or process.free_port(LOOPBACK)
         argv = self._argv(self.port)
         try:
-            self._proc = process.spawn(argv, self.log_path)
+            self._proc = process.spawn(argv, self.log_path, append=bool(port))
         except OSError as exc:
             raise InfraError(f"{self.program}: cannot start {argv[0]}: {exc}") from exc
 

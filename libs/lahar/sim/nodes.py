@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import yaml
-
+from lahar.api import safeyaml
 from lahar.api.quantity import Quantity, QuantityError
 
 Obj = dict[str, Any]
@@ -148,11 +147,11 @@ def load_nodes_file(path: str) -> list[Obj]:
     """Node objects from a YAML (or JSON) file: documents, or a List of them."""
     try:
         with open(path, encoding="utf-8") as handle:
-            docs = [d for d in yaml.safe_load_all(handle) if d is not None]
+            docs = [d for _, d in safeyaml.documents(safeyaml.load_all(safeyaml.read(handle, path), path))]
     except OSError as exc:
         raise NodeSpecError(f"--nodes-file {path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise NodeSpecError(f"--nodes-file {path}: not YAML: {exc}") from None
+    except safeyaml.YamlError as exc:
+        raise NodeSpecError(f"--nodes-file {exc}") from None
     nodes: list[Obj] = []
     for doc in docs:
         items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]

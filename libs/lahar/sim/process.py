@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from lahar.api import safeyaml
 
 
 class SimProcess:
@@ -58,7 +58,7 @@ class SimProcess:
                 self.stop()
                 raise RuntimeError("lahar sim did not write its kubeconfig in time")
             time.sleep(0.02)
-        config: dict[str, Any] = yaml.safe_load(self.kubeconfig_path.read_text())
+        config: dict[str, Any] = safeyaml.load(self.kubeconfig_path.read_text(), str(self.kubeconfig_path))
         self.url = config["clusters"][0]["cluster"]["server"]
         return self
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lahar.api.podresources import pod_resource_causes
 from lahar.sim.clock import iso
 from lahar.sim.resources import ResourceType
 
@@ -117,7 +118,7 @@ def validate_pod(obj: Obj) -> Causes:
             causes.append((f"spec.containers[{i}].name", "Required value"))
         if not container.get("image"):
             causes.append((f"spec.containers[{i}].image", "Required value"))
-    return causes
+    return causes + pod_resource_causes(spec)
 
 
 _POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")

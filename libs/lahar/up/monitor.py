@@ -51,7 +51,8 @@ async def pending_decisions(js: JetStreamContext, stack: LocalStack) -> int:
 
 
 async def status(client: httpx.AsyncClient, js: JetStreamContext, stack: LocalStack) -> Status:
-    sched = await scrape(client, stack.service("scheduler").port)
+    leader = stack.service("scheduler")
+    sched = await scrape(client, leader.port) if leader is not None else {}
     st = Status(
         nodes=int(sched.get("lahar_scheduler_nodes", 0)),
         pending=int(sched.get("lahar_scheduler_pending_tasks", 0)),

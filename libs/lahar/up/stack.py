@@ -24,8 +24,9 @@ from pathlib import Path
 
 import httpx
 
-from lahar.infra import Infra
+from lahar.infra import EmbeddedServer, Infra
 from lahar.infra.process import free_port, spawn, stop
+from lahar.up.keeper import Keeper
 from lahar.wire.names import Names
 
 log = logging.getLogger("lahar.up")
@@ -52,9 +53,18 @@ class Child:
     proc: subprocess.Popen[bytes]
     port: int = 0
     log_path: Path = field(default_factory=Path)
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    restarts: int = 0
+    held: bool = False  # paused, or stopped on purpose: the keeper leaves it alone
+    retired: bool = False  # scaled down: never restarted
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    @property
+    def identity(self) -> str:
+        return self.log_path.stem
 
 
 @dataclass
@@ -74,7 +84,7 @@ class StackConfig:
     admission: bool = True
     scheduler_conf: str | None = None
     replicas: int = 1  # cache, controller and scheduler replicas (one leads, the others stand by)
-    leader_ttl: float = 10.0
+    leader_ttl: float = 2.0
     ack_wait: float = 30.0
     traces: bool = True  # export spans to DIR/traces.jsonl (spans are made and propagated either way)
 
@@ -89,6 +99,7 @@ class LocalStack:
         self.traces = self.dir / "traces.jsonl"
         self.names = Names(config.prefix)
         self._binder_seq = 0
+        self.keeper = Keeper(self)
 
     # -- start -----------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> LocalStack:
@@ -96,6 +107,10 @@ class LocalStack:
         (self.dir / "logs").mkdir(exist_ok=True)
         if self.traces.exists():
             self.traces.unlink()
+        if not self.config.kubeconfig:
+            # A new emulator is a new, empty cluster: streams and a mirror kept from an earlier
+            # run would describe another cluster, so start them fresh too.
+            shutil.rmtree(self.dir / "infra", ignore_errors=True)
         try:
             self.infra = Infra(
                 self.dir / "infra",
@@ -114,6 +129,7 @@ class LocalStack:
             for _ in range(self.config.binders):
                 self.add_binder()
             self._wait_ready(timeout)
+            self.keeper.start()
             if not self.config.kubeconfig:
                 shutil.copyfile(self.kubeconfig, self.dir / "kubeconfig")
                 self.kubeconfig = str(self.dir / "kubeconfig")
@@ -139,10 +155,16 @@ class LocalStack:
         self, name: str, argv: list[str], port: int = 0, env: dict[str, str] | None = None, log_name: str = ""
     ) -> Child:
         log_path = self.dir / "logs" / f"{log_name or name}.log"
-        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env or self.env(name))
-        child = Child(name, proc, port, log_path)
+        env = env or self.env(name)
+        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env)
+        child = Child(name, proc, port, log_path, list(argv), dict(env))
         self.children.append(child)
         return child
+
+    def respawn(self, child: Child) -> None:
+        """Start a dead child again as it was first started: same identity, port and settings."""
+        child.proc = spawn([sys.executable, "-m", "lahar", *child.argv], child.log_path, child.env, append=True)
+        child.restarts += 1
 
     def _start_sim(self, timeout: float) -> str:
         path = self.dir / "sim.kubeconfig"
@@ -220,8 +242,25 @@ class LocalStack:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{child.name} not ready within {timeout}s; see {child.log_path}")
                 time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
+        self._wait_mirror(deadline)
         if self.config.admission:
             self._register_webhooks()
+
+    def _wait_mirror(self, deadline: float) -> None:
+        """Until the cache leader has sealed the mirror: before that, readers (admission among
+        them) rightly answer "not ready", and the stack is not ready either."""
+        import redis
+
+        from lahar.wire.keys import stream_id_key
+
+        client = redis.Redis.from_url(self.env()["LAHAR_REDIS_URL"])
+        try:
+            while not client.exists(stream_id_key(self.names.redis_prefix)):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the cache did not build the mirror in time; see its logs")
+                time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
+        finally:
+            client.close()
 
     def _register_webhooks(self) -> None:
         from lahar.adapters.kube import KubeClient, KubeConfig
@@ -250,12 +289,16 @@ class LocalStack:
     def binders(self) -> list[Child]:
         return [c for c in self.children if c.name == "binder" and c.alive()]
 
-    def service(self, name: str) -> Child:
-        return next(c for c in self.children if c.name == name and c.alive())
+    def service(self, name: str) -> Child | None:
+        """A live child of that role, or None while every replica is down (being restarted)."""
+        return next((c for c in self.children if c.name == name and c.alive()), None)
 
     def replica(self, identity: str) -> Child:
-        """The child started with ``--identity identity``."""
-        return next(c for c in self.children if c.log_path.stem == identity)
+        """The child started with ``--identity identity`` (or named ``identity``)."""
+        for child in self.children:
+            if child.identity == identity:
+                return child
+        raise LookupError(f"no child {identity!r} in this stack")
 
     def dead(self) -> list[Child]:
         return [c for c in self.children if not c.alive()]
@@ -263,10 +306,42 @@ class LocalStack:
     def stop_binder(self) -> None:
         live = self.binders()
         if len(live) > 1:
+            live[-1].retired = True
             stop(live[-1].proc, 20.0)
+
+    # -- faults (for the chaos suite and for operators trying things) -------------------------
+    def kill(self, identity: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Signal one child's process group; the keeper restarts it if it dies."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.replica(identity).proc.pid, sig)
+
+    def pause(self, identity: str) -> None:
+        """SIGSTOP: the process is frozen, alive, holding its connections (a long GC pause, a
+        stalled node)."""
+        child = self.replica(identity)
+        child.held = True
+        self.kill(identity, signal.SIGSTOP)
+
+    def resume(self, identity: str) -> None:
+        child = self.replica(identity)
+        self.kill(identity, signal.SIGCONT)
+        child.held = False
+
+    def restart_infra(self, name: str, wipe: bool = False) -> None:
+        """Crash NATS (``nats``) or Valkey (``redis``) and start it again on the same port;
+        ``wipe`` loses its data."""
+        assert self.infra is not None
+        server = self.infra.nats if name == "nats" else self.infra.redis
+        if not isinstance(server, EmbeddedServer):
+            raise RuntimeError(f"{name} is not ours to restart ({server.url})")
+        server.restart(wipe=wipe)
+
+    def restarts(self, identity: str) -> int:
+        return self.replica(identity).restarts
 
     def stop(self) -> None:
         """Services first (so they finish work in flight), then the emulator, then the infra."""
+        self.keeper.stop()
         order = sorted(self.children, key=lambda c: {"sim": 2, "admission": 1}.get(c.name, 0))
         for child in order:
             if child.alive():

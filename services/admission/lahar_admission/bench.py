@@ -52,6 +52,7 @@ async def _populate(url: str, count: int) -> None:
         await client.delete(keys.objects_key(PREFIX, "queues"))
         await client.hset(keys.objects_key(PREFIX, "queues"), mapping=mapping)  # type: ignore[arg-type]
         await client.set(keys.seq_key(PREFIX), 1)
+        await client.set(keys.stream_id_key(PREFIX), "bench")  # an identified mirror, as the cache seals it
     finally:
         await client.aclose()
 

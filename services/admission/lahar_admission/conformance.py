@@ -17,6 +17,7 @@ from typing import Any
 import jsonpatch
 import msgspec
 
+from lahar.api import safeyaml
 from lahar_admission.review import AdmissionResponse, AdmissionReview, decode_review
 from lahar_admission.rules import WEBHOOKS, UnknownPath, admit
 from lahar_admission.settings import RuleSettings, load_time_zones
@@ -143,10 +144,8 @@ def case_files(folder: Path) -> list[Path]:
 
 
 def load_case(path: Path) -> tuple[dict[str, Any], str]:
-    import yaml
-
     text = path.read_text()
-    doc = yaml.safe_load(text)
+    doc = safeyaml.load(text, str(path))
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a case (expected a mapping)")
     return doc, text

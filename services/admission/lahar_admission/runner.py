@@ -75,6 +75,8 @@ def build(settings: ServiceSettings, redis: Any) -> tuple[Any, MirrorView, Confi
             default_timeout=settings.default_timeout,
             max_body_bytes=settings.max_body_bytes,
             ready=ready,
+            read_through=mirror.read_through,
+            catch_up=mirror.catch_up,
             mirror_age=mirror.age,
         )
     )

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +28,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lahar_admission.config import DEFAULT_ON_UNAVAILABLE, parse_duration
+from lahar_admission.depth import MAX_DEPTH, too_deep
+from lahar_admission.readthrough import Found, Missed, ReviewView
 from lahar_admission.review import AdmissionRequest, Verdict, decode_review, encode_review
 from lahar_admission.rules import WEBHOOKS, admit, is_known_resource
 from lahar_admission.settings import RuleSettings
@@ -36,6 +38,10 @@ from lahar_admission.view import ClusterView, ViewUnavailable
 log = logging.getLogger("lahar.admission")
 # Leave the API server a little of its budget for the network and our own encoding.
 TIMEOUT_MARGIN = 0.9
+# Read-your-writes: how long a review may wait for objects it missed to reach the mirror, and
+# how many rounds of lookups (a queue's parent is only known once the queue is found).
+READ_THROUGH_WAIT = 1.0
+READ_THROUGH_ROUNDS = 4
 
 
 class _Metrics:
@@ -68,6 +74,12 @@ class _Metrics:
         self.internal = Counter(
             "lahar_admission_internal_errors_total", "Rule failures (bugs)", ["path"], registry=registry
         )
+        self.read_through = Counter(
+            "lahar_admission_read_through_total",
+            "Lookups that missed the snapshot and were read from the mirror directly",
+            ["outcome"],
+            registry=registry,
+        )
         self.mirror_age = Gauge("lahar_admission_mirror_age_seconds", "Age of the cluster snapshot", registry=registry)
 
 
@@ -80,6 +92,11 @@ class AppConfig:
     default_timeout: float = 10.0
     max_body_bytes: int = 3 * 1024 * 1024
     ready: Callable[[], tuple[bool, str]] = lambda: (True, "")
+    # Reads objects the snapshot missed, waiting up to the given seconds (MirrorView.read_through).
+    read_through: Callable[[Missed, float], Awaitable[Found]] | None = None
+    # Reads the mirror again now if the snapshot is not ready (MirrorView.catch_up): the seal a
+    # moment ago must not be answered "not ready" until the next periodic refresh.
+    catch_up: Callable[[], Awaitable[object]] | None = None
     mirror_age: Callable[[], float] = lambda: 0.0
     workers: int = 4
     # Reviews up to this size are decided on the event loop (see _timed_decision).
@@ -117,10 +134,14 @@ class AdmissionService:
         return b"".join(chunks)
 
     def _parse(self, body: bytes, path: str) -> AdmissionRequest:
+        if too_deep(body):
+            raise BadRequest(400, f"malformed AdmissionReview: nested deeper than {MAX_DEPTH} levels", "too-deep")
         try:
             review = decode_review(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise BadRequest(400, f"malformed AdmissionReview: {exc}", "malformed") from None
+        except RecursionError:  # not expected below MAX_DEPTH; never a 500 if it happens anyway
+            raise BadRequest(400, "malformed AdmissionReview: nested too deeply", "too-deep") from None
         if review.request is None:
             raise BadRequest(400, "malformed AdmissionReview: it has no request", "malformed")
         if not is_known_resource(review.request):
@@ -147,9 +168,9 @@ class AdmissionService:
         message = f"lahar admission: {why}; {word} by --on-unavailable {kind}={policy}"
         return Verdict(True, warnings=[message]) if policy == "allow" else Verdict.deny(message)
 
-    def _decide(self, path: str, req: AdmissionRequest) -> Verdict:
+    def _decide(self, path: str, req: AdmissionRequest, view: ReviewView) -> Verdict:
         try:
-            return admit(path, req, self.config.view, self.config.rules)
+            return admit(path, req, view, self.config.rules)
         except ViewUnavailable as exc:
             return self._fallback(path, req, f"the cluster mirror is unavailable: {exc}")
         except Exception as exc:  # a rule bug must not take the service down
@@ -157,7 +178,31 @@ class AdmissionService:
             self.metrics.internal.labels(path).inc()
             return Verdict.deny(f"lahar admission: internal error in {path}: {type(exc).__name__}")
 
-    async def _timed_decision(self, request: Request, path: str, req: AdmissionRequest, size: int) -> Verdict:
+    async def _verdict(self, request: Request, path: str, req: AdmissionRequest, size: int) -> Verdict:
+        """The decision, made again with what a direct read finds when the snapshot missed a
+        lookup (an object created a moment ago)."""
+        deadline = time.monotonic() + min(READ_THROUGH_WAIT, self._budget(request) / 2)
+        if self.config.catch_up is not None:
+            await self.config.catch_up()
+        found, tried = Found(), Missed()
+        for _ in range(READ_THROUGH_ROUNDS):
+            view = ReviewView(self.config.view, found)
+            verdict = await self._timed_decision(request, path, req, size, view)
+            new = view.missed.without(tried)  # a name already waited for is not waited for again
+            left = deadline - time.monotonic()
+            if not new or self.config.read_through is None or left <= 0:
+                return verdict
+            more = await self.config.read_through(new, left)
+            self.metrics.read_through.labels("found" if more else "missing").inc()
+            if not more:
+                return verdict
+            tried.add(new)
+            found.add(more)
+        return verdict
+
+    async def _timed_decision(
+        self, request: Request, path: str, req: AdmissionRequest, size: int, view: ReviewView
+    ) -> Verdict:
         """The verdict, always within the request's time budget.
 
         The rules are pure CPU work that grows with the object's size, and nothing in them
@@ -166,11 +211,11 @@ class AdmissionService:
         to the pool under ``wait_for`` so that no object can hold an answer past the deadline.
         """
         if size <= self.config.inline_max_bytes:
-            return self._decide(path, req)
+            return self._decide(path, req, view)
         budget = self._budget(request)
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self.pool, self._decide, path, req), budget)
+            return await asyncio.wait_for(loop.run_in_executor(self.pool, self._decide, path, req, view), budget)
         except TimeoutError:
             return self._fallback(path, req, f"no decision within {budget:.3f}s")
 
@@ -183,7 +228,7 @@ class AdmissionService:
         except BadRequest as exc:
             self.metrics.bad.labels(exc.reason).inc()
             return JSONResponse({"message": exc.message}, status_code=exc.status)
-        verdict = await self._timed_decision(request, path, req, len(body))
+        verdict = await self._verdict(request, path, req, len(body))
         self.metrics.reviews.labels(path, str(verdict.allowed).lower()).inc()
         self.metrics.latency.labels(path).observe(time.perf_counter() - started)
         return Response(encode_review(req.uid, verdict), media_type="application/json")

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from lahar.api import safeyaml
 from lahar.api.codec import dec_hook
 from lahar_admission.types import AdmissionConfig, Namespace, PodGroup, Queue, ResGroup
 
@@ -98,11 +99,9 @@ def _convert(raw: Any, typ: type[Any], where: str) -> Any:
 
 def parse_admission_config(text: str) -> AdmissionConfig | None:
     """Parse ``volcano-admission.conf`` the way Volcano does: an unreadable file means no config."""
-    import yaml
-
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = safeyaml.load(text, "volcano-admission.conf")
+    except safeyaml.YamlError:
         return None
     if data is None:
         # An all-comments file decodes to an empty config (no groups), not "no config".
@@ -121,13 +120,11 @@ def parse_admission_config(text: str) -> AdmissionConfig | None:
 def _annotation_pairs(group: ResGroup) -> dict[str, str]:
     """Merge the one-line YAML maps of an annotation group (entries that don't parse are skipped;
     an earlier entry wins over a later one, as mergo.Merge does without override)."""
-    import yaml
-
     merged: dict[str, str] = {}
     for line in group.object.value:
         try:
-            item = yaml.safe_load(line)
-        except yaml.YAMLError:
+            item = safeyaml.load(line, "annotation")
+        except safeyaml.YamlError:
             continue
         if not isinstance(item, dict):
             continue

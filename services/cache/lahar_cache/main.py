@@ -18,6 +18,7 @@ from lahar.adapters.mirror import Mirror, MirrorLost
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.service.supervise import LoopDied
 from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_cache.service import CacheService
@@ -58,8 +59,13 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
                 try:
                     await svc.run(stop, drain=ctx.stopping.is_set)
                     return
-                except MirrorLost as exc:
-                    log.warning("%s; rebuilding the mirror", exc)
+                except (MirrorLost, LoopDied) as exc:
+                    # A loop that found the mirror lost ends the service with LoopDied: rebuild,
+                    # as for MirrorLost itself; any other dead loop ends the process.
+                    lost = exc if isinstance(exc, MirrorLost) else exc.__cause__
+                    if not isinstance(lost, MirrorLost):
+                        raise
+                    log.warning("%s; rebuilding the mirror", lost)
         finally:
             leading["now"] = False
 

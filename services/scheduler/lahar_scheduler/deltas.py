@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api.codec import decode_json_as
+from lahar.api.codec import DecodeError, decode_json_as
 from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.framework.types import TaskStatus
@@ -31,11 +32,20 @@ class Change:
 
 
 def decode(delta: Delta) -> Any:
-    """The typed object a delta carries, or a ``DecodeError`` naming the field."""
+    """The typed object a delta carries, or a ``DecodeError`` naming the field.  A pod with a
+    negative request, limit or overhead is a ``DecodeError`` too: counted as it says, it would
+    free room on its node."""
     typ = _TYPES.get(delta.kind)
     if typ is None or not delta.has_object:
         return None
-    return decode_json_as(bytes(delta.obj), typ, f"{delta.kind}/{delta.key}")
+    prefix = f"{delta.kind}/{delta.key}"
+    obj = decode_json_as(bytes(delta.obj), typ, prefix)
+    if isinstance(obj, Pod):
+        causes = pod_resource_causes(obj.spec)
+        if causes:
+            field, why = causes[0]
+            raise DecodeError(f"{prefix}.{field}", why)
+    return obj
 
 
 def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import yaml
+
+from lahar.api import safeyaml
 
 # YAML key → the extension point it gates.  Note Volcano's mixed enable/enabled prefixes.
 FLAGS: tuple[str, ...] = (
@@ -120,9 +121,9 @@ def parse_conf(
     """Parse and validate a configuration document against the registered names."""
     errors: list[str] = []
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfError([f"$: not valid YAML: {exc}"]) from None
+        doc = safeyaml.load(text, "$")
+    except safeyaml.YamlError as exc:
+        raise ConfError([f"$: {exc.why}"]) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
