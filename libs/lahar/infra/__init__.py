@@ -2,7 +2,12 @@
 that pip installs, so Lahar runs where nothing but Python is installed.
 
     with Infra() as infra:            # or: async with Infra() as infra:
-        connect(infra.nats_url, infra.redis_url)
+        nc = await infra.connect_nats()                  # admin; connect_nats("binder") as a binder
+        rc = redis.asyncio.from_url(infra.redis_url)     # admin; infra.url("redis", "admission")
+
+The servers are secured as a deployment's are (``lahar.infra.stack``): a user per role of
+``lahar.wire.access`` with a password made per run, TLS for NATS with a CA made per run
+(``infra.nats_ca``), Valkey's default user off.
 
 Each server listens on a free loopback port and keeps its data in a given folder or a temporary
 one.  ``LAHAR_NATS_URL`` / ``LAHAR_REDIS_URL`` (or the ``url`` arguments) name servers to use
