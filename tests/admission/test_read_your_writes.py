@@ -163,8 +163,8 @@ def test_review_view_records_misses_and_adds_what_was_found() -> None:
     from lahar_admission.types import Queue
     from lahar_admission.view import InMemoryView
 
-    def q(name: str, parent: str = "") -> Queue:
-        raw = {"metadata": {"name": name}, "spec": {"parent": parent}}
+    def q(name: str, parent: str = "", state: str = "Open") -> Queue:
+        raw = {"metadata": {"name": name}, "spec": {"parent": parent}, "status": {"state": state}}
         return msgspec.convert(raw, Queue)
 
     base = InMemoryView([q("root"), q("a", "root")])
@@ -175,3 +175,10 @@ def test_review_view_records_misses_and_adds_what_was_found() -> None:
     assert again.queue("b") is not None and not again.missed
     assert sorted(x.metadata.name for x in again.children("root")) == ["a", "b"]
     assert sorted(x.metadata.name for x in again.queues()) == ["a", "b", "root"]
+    # A queue without a state (the controller has not opened it yet) is waited for like a missing
+    # one, but still answered: if it stays so, the rules deny as Volcano's do.
+    fresh = ReviewView(InMemoryView([q("new", state="")]))
+    assert fresh.queue("new") is not None and fresh.missed.queues == {"new"}
+    opened = ReviewView(InMemoryView([q("new", state="")]), Found(queues={"new": q("new")}))
+    assert opened.queue("new").status.state == "Open" and not opened.missed  # type: ignore[union-attr]
+    assert Found(queues={"new": q("new", state="")}).unsettled({"new", "gone"}) == ["gone", "new"]

@@ -233,6 +233,25 @@ async def poison_deltas(env: Env) -> None:
     await _publish(env, names.delta_subject("queues"), encode(queue))
 
 
+async def poison_webhook(env: Env) -> None:
+    """Bodies the webhook cannot parse (JSON nested 100,000 deep, not JSON at all): answered 400,
+    and the webhook goes on admitting."""
+    import ssl
+
+    import httpx
+
+    verify = ssl.create_default_context(cafile=str(env.stack.admission_ca))
+    bodies = {"deep": b"[" * 100_000 + b"]" * 100_000, "garbage": b"\xff{not json"}
+    async with httpx.AsyncClient(verify=verify, timeout=10.0) as client:
+        for what, body in bodies.items():
+            reply = await client.post(f"{env.stack.admission_url}/podgroups/validate", content=body)
+            env.figures[f"{what}_status"] = reply.status_code
+            if reply.status_code != 400:
+                env.problem(f"a {what} body was answered {reply.status_code}, not 400")
+    ns = env.load.namespace
+    await env.kube.create("podgroups", ns, _podgroup(ns, "after-poison", 1))  # still admitting
+
+
 async def forged_decision(env: Env) -> None:
     """A decision with fence 2^63-1 on the bus: dropped; real decisions go on being executed."""
     ns = env.load.namespace
@@ -357,6 +376,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("valkey-flushall", "Valkey FLUSHALL, then a scheduler restart", valkey_flushall, fast=True),
     Scenario("poison-quantities", "huge and negative quantities; a poisoned mirror entry", poison_quantities),
     Scenario("poison-deltas", "malformed and object-less deltas on the bus", poison_deltas, fast=True),
+    Scenario("poison-webhook", "bodies nested 100,000 deep, and garbage, to the webhook", poison_webhook),
     Scenario("forged-decision", "a decision with fence 2^63-1", forged_decision, fast=True),
     Scenario("podgroup-never-created", "pods whose PodGroup is never created", podgroup_never_created),
     Scenario(

@@ -182,7 +182,7 @@ class MirrorView:
             await asyncio.sleep(min(READ_THROUGH_INTERVAL, left))
 
     async def _read_missing(self, missed: Missed, found: Found) -> None:
-        queues = sorted(missed.queues - found.queues.keys())
+        queues = found.unsettled(missed.queues)
         namespaces = sorted(missed.namespaces - found.namespaces.keys())
         pipe = self._redis.pipeline(transaction=False)
         if queues:

@@ -46,11 +46,22 @@ class Found:
         return bool(self.queues or self.namespaces)
 
     def covers(self, missed: Missed) -> bool:
-        return missed.queues <= self.queues.keys() and missed.namespaces <= self.namespaces.keys()
+        return not self.unsettled(missed.queues) and missed.namespaces <= self.namespaces.keys()
+
+    def unsettled(self, names: Iterable[str]) -> list[str]:
+        """Of these queues, those not found yet or found without a state."""
+        return sorted(n for n in names if n not in self.queues or not settled(self.queues[n]))
 
     def add(self, other: Found) -> None:
         self.queues.update(other.queues)
         self.namespaces.update(other.namespaces)
+
+
+def settled(queue: Queue) -> bool:
+    """A queue the controller has given a state.  A queue created a moment ago has none yet (it
+    is opened right after); the rules would deny a PodGroup for it, so it is waited for like a
+    missing one, and denied only if it stays without a state."""
+    return bool(queue.status.state)
 
 
 class ReviewView:
@@ -62,8 +73,9 @@ class ReviewView:
         self.missed = Missed()
 
     def queue(self, name: str) -> Queue | None:
-        queue = self.base.queue(name) or self.found.queues.get(name)
-        if queue is None:
+        found = self.found.queues.get(name)
+        queue = found if found is not None and settled(found) else (self.base.queue(name) or found)
+        if queue is None or not settled(queue):
             self.missed.queues.add(name)
         return queue
 
