@@ -95,9 +95,8 @@ class Env:
 
     async def nats(self) -> Any:
         """A NATS connection with the rights of an operator's tools (the chaos suite is one)."""
-        import nats
-
-        return await nats.connect(self.stack.env()["LAHAR_NATS_URL"], max_reconnect_attempts=0)
+        assert self.stack.infra is not None
+        return await self.stack.infra.connect_nats(max_reconnect_attempts=0)
 
     def redis_url(self) -> str:
         return self.stack.env()["LAHAR_REDIS_URL"]
