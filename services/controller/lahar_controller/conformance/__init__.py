@@ -53,19 +53,33 @@ class Result:
         return self.runnable and not self.differences
 
 
-def checker(area: str) -> Check | None:
-    """The area's runner, or None while it is not built."""
+def _module(area: str) -> Any:
     module = RUNNERS.get(area)
     if module is None:
         return None
     try:
-        loaded = importlib.import_module(f"{__name__}.{module}")
+        return importlib.import_module(f"{__name__}.{module}")
     except ModuleNotFoundError as exc:
         if exc.name == f"{__name__}.{module}":
             return None
         raise
+
+
+def checker(area: str) -> Check | None:
+    """The area's runner, or None while it is not built."""
+    loaded = _module(area)
+    if loaded is None:
+        return None
     check: Check = loaded.check
     return check
+
+
+def pending(area: str, name: str) -> str:
+    """Why a case of a built area is known not to pass yet ("" if it must pass): the runner
+    module's ``PENDING`` maps case names to the reason."""
+    loaded = _module(area)
+    reasons: dict[str, str] = getattr(loaded, "PENDING", {}) if loaded is not None else {}
+    return reasons.get(name, "")
 
 
 def run_area(path: Path) -> str:
