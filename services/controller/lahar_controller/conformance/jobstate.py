@@ -50,7 +50,8 @@ def _job(cluster: Cluster, ref: str) -> Obj:
     return job
 
 
-def _view(cluster: Cluster, job: Obj) -> JobView:
+def view_of(cluster: Cluster, job: Obj) -> JobView:
+    """The job and the pods it controls, as the controller's cache would hold them."""
     namespace = (job.get("metadata") or {}).get("namespace") or ""
     pods = []
     for pod in cluster.of_kind("Pod", namespace):
@@ -60,7 +61,8 @@ def _view(cluster: Cluster, job: Obj) -> JobView:
     return JobView.of(job, pods)
 
 
-def _context(cluster: Cluster, job: Obj, now: datetime) -> Context:
+def context_of(cluster: Cluster, job: Obj, now: datetime) -> Context:
+    """What a job step reads from the cluster besides the job's own pods."""
     namespace = (job.get("metadata") or {}).get("namespace") or ""
     podgroups = {name_of(pg): pg for pg in cluster.of_kind("PodGroup", namespace)}
     priorities = {name_of(pc): int(pc.get("value") or 0) for pc in cluster.of_kind("PriorityClass")}
@@ -87,7 +89,7 @@ def _target(raw: Obj | None) -> Target | None:
 def _execute_action(case: Obj, cluster: Cluster) -> Obj:
     step = case["step"]
     job = _job(cluster, step["job"])
-    outcome = execute(_view(cluster, job), Action(step["action"]), _context(cluster, job, _now(case)))
+    outcome = execute(view_of(cluster, job), Action(step["action"]), context_of(cluster, job, _now(case)))
     cluster.apply(outcome.effects)
     return {"error": outcome.error or None}
 
@@ -96,8 +98,8 @@ def _kill(case: Obj, cluster: Cluster) -> Obj:
     step = case["step"]
     job = _job(cluster, step["job"])
     target = _target(step.get("target")) if step["kind"] == "killPods" else None
-    ctx = _context(cluster, job, _now(case))
-    outcome = kill_pods(_view(cluster, job), _retain(str(step.get("retainPhases", "None"))), target, None, ctx)
+    ctx = context_of(cluster, job, _now(case))
+    outcome = kill_pods(view_of(cluster, job), _retain(str(step.get("retainPhases", "None"))), target, None, ctx)
     cluster.apply(outcome.effects)
     return {"error": outcome.error or None}
 

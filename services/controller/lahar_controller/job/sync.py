@@ -46,7 +46,7 @@ def sync_job(view: JobView, update: UpdateFn | None, ctx: Context) -> Outcome:
         forwarding = _forwarding(job, ctx)
         _prepare(job, ctx, effects, forwarding)
     except JobError as exc:
-        return Outcome(job, effects, str(exc))
+        return _failed(job, before, effects, exc)
     pg = ctx.podgroup
     if pg is not None:
         effects.extend(podgroup_events(job, pg))
@@ -58,10 +58,17 @@ def sync_job(view: JobView, update: UpdateFn | None, ctx: Context) -> Outcome:
     try:
         status = _sync_pods(view, job, pg, forwarding, ctx, effects)
     except JobError as exc:
-        return Outcome(job, effects, str(exc))
+        return _failed(job, before, effects, exc)
     if update is not None:
         update(status)
     return _write(job, before, status, effects, ctx)
+
+
+def _failed(job: Obj, before: Obj, effects: list[Effect], exc: JobError) -> Outcome:
+    """Stop part-way; what was set up so far (the first Pending, plugin marks) is still recorded."""
+    if not st.same(job.get("status") or {}, before):
+        effects.append(UpdateStatus(copy.deepcopy(job)))
+    return Outcome(job, effects, str(exc))
 
 
 def _write(job: Obj, before: Obj, status: Obj, effects: list[Effect], ctx: Context) -> Outcome:
