@@ -408,3 +408,10 @@ def test_plugin_arguments_parse_like_go_flags(args: list[str], values: dict[str,
     got, err = parse_flags(args, {"flag": False, "n": 1, "s": ""})
     assert got == values
     assert (error in err) if error else err == ""
+
+
+def test_podgroup_event_orders_conditions_by_time_not_text() -> None:
+    """ "…:05.5Z" is later than "…:05Z" although it sorts first as text."""
+    scheduled = {"type": "Scheduled", "status": "True", "message": "ok", "lastTransitionTime": "2024-01-01T00:00:05.5Z"}
+    stuck = {"type": "Unschedulable", "status": "True", "message": "m", "lastTransitionTime": "2024-01-01T00:00:05Z"}
+    assert render.podgroup_event(_job(_task("t", 1)), {"status": {"conditions": [stuck, scheduled]}}) is None
