@@ -4,6 +4,8 @@ not exercise (tests/conformance/controller/SKIPPED.md §2.12 and the rules of §
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -415,3 +417,15 @@ def test_podgroup_event_orders_conditions_by_time_not_text() -> None:
     scheduled = {"type": "Scheduled", "status": "True", "message": "ok", "lastTransitionTime": "2024-01-01T00:00:05.5Z"}
     stuck = {"type": "Unschedulable", "status": "True", "message": "m", "lastTransitionTime": "2024-01-01T00:00:05Z"}
     assert render.podgroup_event(_job(_task("t", 1)), {"status": {"conditions": [stuck, scheduled]}}) is None
+
+
+def test_rendering_and_plugins_load_no_io_library() -> None:
+    """The job package is pure: importing it (every plugin included) pulls in no network, bus,
+    cluster-client or event-loop module."""
+    code = (
+        "import sys, lahar_controller.job.render, lahar_controller.job.plugins\n"
+        "bad = {'nats', 'redis', 'kubernetes', 'asyncio', 'socket', 'httpx', 'opentelemetry'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
