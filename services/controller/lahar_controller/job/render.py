@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -334,6 +335,15 @@ def podgroup_for(
     return updated_podgroup(job, existing, priority_classes)
 
 
+def _instant(value: Any) -> datetime:
+    """An RFC 3339 time; a missing or unreadable one sorts first (Go's zero time)."""
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def podgroup_event(job: Mapping[str, Any], podgroup: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """``(type, reason, message)`` of the event Volcano records on the job when its PodGroup's
     latest true condition is not Scheduled (e.g. Unschedulable), else None."""
@@ -342,8 +352,7 @@ def podgroup_event(job: Mapping[str, Any], podgroup: Mapping[str, Any]) -> tuple
     for cond in conditions if isinstance(conditions, list) else []:
         if not isinstance(cond, Mapping) or cond.get("status") != "True":
             continue
-        # RFC 3339 UTC timestamps of one writer order as text
-        if latest is None or str(cond.get("lastTransitionTime") or "") > str(latest.get("lastTransitionTime") or ""):
+        if latest is None or _instant(cond.get("lastTransitionTime")) > _instant(latest.get("lastTransitionTime")):
             latest = cond
     if latest is None or latest.get("type") == "Scheduled":
         return None
