@@ -2,6 +2,9 @@
 
 Effects are generic API calls so the service maps each to one request; a failed effect stops the
 rest, and the request is retried (the next run recomputes from what the cluster then holds).
+Objects carry the resourceVersion the step read, so a write over a newer object conflicts; when
+one step writes the same object twice (a Job ``Update`` then its ``UpdateStatus``), the second write
+takes the resourceVersion the first one returned.
 """
 
 from __future__ import annotations

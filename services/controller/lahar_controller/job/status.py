@@ -106,7 +106,7 @@ def prune(value: Any) -> Any:
     """The value with Go zero values (0, "", False, None, {}, []) removed from maps, recursively."""
     if isinstance(value, dict):
         out = {k: prune(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if v not in (0, "", None, {}, []) or v is True}
+        return {k: v for k, v in out.items() if v not in (0, "", None, {}, [])}
     if isinstance(value, list):
         return [prune(v) for v in value]
     return value

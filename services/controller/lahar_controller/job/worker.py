@@ -1,8 +1,16 @@
 """One job request end to end (Volcano's processNextReq), and a delayed action when it fires.
 
-The service reads the job's view and context, calls ``process`` and executes the effects; when an
-outcome carries an error it retries the request with backoff, and after ``give_up`` says so it
-terminates the job (``TerminateJob``) and drops the request, as Volcano does.
+How the service drives the package:
+
+1. informer events go to ``handlers.Handlers`` (which keeps the ``JobCache``); Commands accepted by
+   ``is_job_command`` are executed once with ``command_step`` (delete, then a request);
+2. a worker takes a request, reads ``JobCache.view(req.key)`` and builds a ``Context`` (queue,
+   PodGroup, PVC names, ``now``, ``hooks.PluginRender``), calls ``process`` and executes the
+   effects in order;
+3. a timer calls ``DelayedActions.due(now)`` (next at ``next_due()``) and ``run``s each decision;
+4. an outcome with an error is retried with backoff; after ``give_up`` says so the job gets
+   ``TerminateJob`` and the request is dropped, as in Volcano.  A deleted job's waiting actions
+   are dropped with ``DelayedActions.forget``.
 """
 
 from __future__ import annotations
