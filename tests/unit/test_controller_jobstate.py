@@ -542,3 +542,29 @@ def test_the_job_package_does_no_io_and_reads_no_clock() -> None:
                 assert not {m.split(".")[0] for m in mods} & FORBIDDEN, f"{path.name} imports {mods}"
             if isinstance(node, ast.Attribute) and node.attr in ("now", "utcnow", "today"):
                 assert not (isinstance(node.value, ast.Name) and node.value.id in ("datetime", "date")), path.name
+
+
+def test_restart_partition_kills_the_pods_of_that_partition() -> None:
+    sim = Sim(job(task("w", 4, partitionPolicy={"totalPartitions": 2, "partitionSize": 2}), minAvailable=4))
+    sim.started()
+    assert {n: p["metadata"]["labels"]["volcano.sh/partition-id"] for n, p in sim.pods().items()} == {
+        "j-w-0": "0",
+        "j-w-1": "0",
+        "j-w-2": "1",
+        "j-w-3": "1",
+    }
+    req = Request("ns", "j", "u1", "w", "j-w-3", partition_id="1", event="PodFailed")
+    j = sim.job
+    outcome = run(
+        Decision(req, "RestartPartition"), view_of(sim.cluster, j), context_of(sim.cluster, j, sim.now), sim.delays
+    )
+    sim.cluster.apply(outcome.effects)
+    assert sorted(sim.pods()) == ["j-w-0", "j-w-1"]
+
+
+def test_a_restart_without_target_kills_nothing_but_restarts() -> None:
+    sim = Sim(job(task("w", 2), minAvailable=2))
+    sim.started()
+    sim.act("RestartTask")
+    assert sorted(sim.pods()) == ["j-w-0", "j-w-1"]
+    assert (sim.phase(), sim.job["status"]["retryCount"]) == ("Restarting", 1)

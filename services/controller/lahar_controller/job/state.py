@@ -39,6 +39,7 @@ from lahar_controller.job.view import (
     Action,
     JobView,
     Obj,
+    Target,
     job_phase,
     spec,
 )
@@ -71,12 +72,17 @@ def when_drained(phase: str) -> UpdateFn:
     return update
 
 
+def _target(action: Action) -> Target:
+    """The action's kill target; without one (a bare Command) nothing is killed, as in Volcano."""
+    return action.target if action.target is not None else Target("")
+
+
 def _restart_or_stop(view: JobView, action: Action, ctx: Context) -> Outcome | None:
     """The actions Pending and Running handle alike; None for the rest."""
     if action.name == RESTART_JOB:
         return kill_job(view, RETAIN_NONE, to_phase("Restarting", retry=True), ctx)
-    if action.name in TARGETED and action.target is not None:
-        return kill_target(view, action.target, to_phase("Restarting", retry=True), ctx)
+    if action.name in TARGETED:
+        return kill_target(view, _target(action), to_phase("Restarting", retry=True), ctx)
     if action.name in _STOPS:
         return kill_job(view, RETAIN_SOFT, to_phase(_STOPS[action.name]), ctx)
     return None
@@ -152,8 +158,8 @@ def restarting(view: JobView, action: Action, ctx: Context) -> Outcome:
 
     if action.name == SYNC_JOB:
         return sync_job(view, update, ctx)
-    if action.name in TARGETED and action.target is not None:
-        return kill_target(view, action.target, update, ctx)
+    if action.name in TARGETED:
+        return kill_target(view, _target(action), update, ctx)
     return kill_job(view, RETAIN_NONE, update, ctx)
 
 
