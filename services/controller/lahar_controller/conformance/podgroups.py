@@ -118,5 +118,5 @@ def check(case: dict[str, Any]) -> list[str]:
     if kind == "podGroupNeedsUpdate":
         existing = find(world.objects, "PodGroup", step["podGroup"])
         fresh = pgc.updated(existing, pgc.build(pod, key_of(existing)[2], options, world.get))
-        return compare(expect, {"needsUpdate": fresh is not None})
+        return compare(expect, {"needsUpdate": fresh is not None, "podGroup": fresh or existing})
     return [f"unknown step kind {kind!r}"]
