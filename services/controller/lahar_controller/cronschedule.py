@@ -41,6 +41,7 @@ _FIELDS: tuple[tuple[int, int, tuple[str, ...]], ...] = (
     (0, 6, _DAYS),
 )
 _ATOM = re.compile(r"^(?:\*|\?|[0-9]+|[A-Za-z]+)$")
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 NEVER = "time difference between two schedules is less than 1 second"
 
 
@@ -145,7 +146,7 @@ def parse(spec: str, default_zone: str = "") -> Schedule:
         text = _DESCRIPTORS[text]
     expr = _check_fields(text)
     try:
-        croniter(expr)
+        croniter(expr, _EPOCH)  # a fixed start: croniter would otherwise read the clock
     except (CroniterBadCronError, CroniterError) as exc:
         raise ScheduleError(str(exc)) from exc
     return Schedule(zone=zone, expr=expr)
