@@ -244,7 +244,8 @@ async def poison_webhook(env: Env) -> None:
     bodies = {"deep": b"[" * 100_000 + b"]" * 100_000, "garbage": b"\xff{not json"}
     async with httpx.AsyncClient(verify=verify, timeout=10.0) as client:
         for what, body in bodies.items():
-            reply = await client.post(f"{env.stack.admission_url}/podgroups/validate", content=body)
+            url = f"{env.stack.admission_url}/podgroups/validate"
+            reply = await client.post(url, content=body, headers={"content-type": "application/json"})
             env.figures[f"{what}_status"] = reply.status_code
             if reply.status_code != 400:
                 env.problem(f"a {what} body was answered {reply.status_code}, not 400")

@@ -36,6 +36,7 @@ DEFAULT_NODES = (
     "16:cpu=32,memory=128Gi,pods=110,label.zone=b",
     "4:cpu=64,memory=512Gi,pods=110,nvidia.com/gpu=8,label.accelerator=nvidia,taint.nvidia.com/gpu=present:NoSchedule,name=gpu",
 )
+PORT_MOVES = 3  # new ports tried for a child whose port was taken before it could bind
 ADMISSION_PATHS = (
     "/jobs/mutate",
     "/jobs/validate",
@@ -230,9 +231,15 @@ class LocalStack:
             if child.name == "sim":
                 continue
             url, verify = _readyz(self, child)
+            moves = 0
             while True:
                 if not child.alive():
                     tail = child.log_path.read_text(errors="replace")[-3000:]
+                    if "address already in use" in tail and moves < PORT_MOVES:
+                        moves += 1
+                        self._move(child)
+                        url, verify = _readyz(self, child)
+                        continue
                     raise RuntimeError(f"{child.name} exited with {child.proc.returncode}:\n{tail}")
                 try:
                     if httpx.get(url, timeout=1.0, verify=verify).status_code == 200:
@@ -261,6 +268,16 @@ class LocalStack:
                 time.sleep(0.05)  # polling interval of a deadline-bounded readiness wait
         finally:
             client.close()
+
+    def _move(self, child: Child) -> None:
+        """Start a child that lost its port to another process (a free port can be taken between
+        our check and its bind) again on a new one."""
+        old, child.port = child.port, free_port()
+        child.argv = [str(child.port) if a == str(old) else a for a in child.argv]
+        if child.name == "admission":
+            self.admission_url = f"https://127.0.0.1:{child.port}"
+        log.info("%s: port %d was taken; starting it on %d", child.identity, old, child.port)
+        self.respawn(child)
 
     def _register_webhooks(self) -> None:
         from lahar.adapters.kube import KubeClient, KubeConfig
