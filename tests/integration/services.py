@@ -98,10 +98,16 @@ class Stack:
         await _ready(service, task)
         return run
 
-    async def cache(self) -> Running:
+    async def cache(self, **options: Any) -> Running:
         nc, js, rc, kube = await self._deps()
         svc = CacheService(
-            kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), tracer=self.tracer("cache")
+            kube,
+            js,
+            Mirror(rc, self.names.redis_prefix),
+            self.names,
+            CollectorRegistry(),
+            tracer=self.tracer("cache"),
+            **options,
         )
         return await self._start(svc, nc, rc, kube)
 

@@ -65,7 +65,23 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
     "cache": {
         (verb, kind)
         for verb in ("list", "watch")
-        for kind in ("nodes", "pods", "podgroups", "queues", "jobs", "priorityclasses", "namespaces", "resourcequotas")
+        for kind in (
+            "nodes",
+            "pods",
+            "podgroups",
+            "queues",
+            "jobs",
+            "priorityclasses",
+            "namespaces",
+            "resourcequotas",
+            "commands",
+            "cronjobs",
+            "persistentvolumeclaims",
+            "replicasets",
+            "statefulsets",
+            "daemonsets",
+            "batchjobs",
+        )
     },
     "binder": {
         ("create", "pods/binding"),
@@ -354,8 +370,13 @@ def probe_problems(m: Manifests, tmp_path: Path) -> list[str]:
 
 
 def _group(resource: str) -> str:
-    gv = RESOURCES[resource.split("/")[0]].group_version
-    return "" if gv == "v1" else gv.split("/")[0]
+    return RESOURCES[resource.split("/")[0]].group
+
+
+def _rbac_resource(resource: str) -> str:
+    """Our name for a resource (``batchjobs/status``) as RBAC spells it (``jobs/status``)."""
+    kind, slash, sub = resource.partition("/")
+    return RESOURCES[kind].resource + slash + sub
 
 
 def rbac_problems(m: Manifests) -> list[str]:
@@ -393,7 +414,7 @@ def rbac_problems(m: Manifests) -> list[str]:
                     for r in rule.get("resources") or []:
                         for v in rule.get("verbs") or []:
                             granted.add((g, r, v))
-        needed = {(_group(r), r, v) for v, r in API_CALLS[service]}
+        needed = {(_group(r), _rbac_resource(r), v) for v, r in API_CALLS[service]}
         for g, r, v in sorted(needed - granted):
             problems.append(f"{where}: may not {v} {r} (group {g!r}), which lahar {service} does")
         for g, r, v in sorted(granted - needed):
