@@ -134,6 +134,18 @@ def test_a_job_runs_to_completed() -> None:
     assert [e.reason for e in sim.events if e.type == "Normal"] == ["Pending", "Running", "Completed"]
 
 
+def test_a_completed_job_keeps_counting_its_finished_pods() -> None:
+    sim = Sim(job(task("w", 2), minAvailable=2))
+    sim.started()
+    sim.set_pods("Running")
+    sim.act()
+    sim.set_pods("Succeeded")
+    sim.act()
+    assert sim.phase() == "Completed"
+    sim.act()  # a finished job is synced again (kill Soft): the retained pods stay counted
+    assert (sim.job["status"]["succeeded"], sim.job["status"]["terminating"]) == (2, 0)
+
+
 def test_min_success_completes_before_every_pod_finished() -> None:
     sim = Sim(job(task("w", 4), minAvailable=1, minSuccess=2))
     sim.started()
