@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from lahar.sim import Emulator
-from lahar_controller.job.effects import Annotate, Apply, Create, Delete, Event, Update, UpdateStatus
+from lahar_controller.job.effects import Annotate, Apply, Create, Delete, Effect, Event, Update, UpdateStatus
 from lahar_controller.shell.metrics import Metrics
 from lahar_controller.shell.writer import Deposed, Writer
 
@@ -65,7 +65,8 @@ async def test_effects_are_idempotent_chained_and_fenced(sim: Emulator, ns: str)
 
         marks = [Annotate("v1", "Pod", ns, p["metadata"]["name"], {"volcano.sh/out-of-sync": "true"}) for p in pods]
         kills = [Delete("v1", "Pod", ns, p["metadata"]["name"]) for p in pods]
-        done = await writer.run([e for pair in zip(marks, kills, strict=True) for e in pair] + kills[:1])
+        steps: list[Effect] = [e for pair in zip(marks, kills, strict=True) for e in pair]
+        done = await writer.run([*steps, kills[0]])
         assert done.error == ""
         listed, _ = await kube.list("pods")
         assert not [p for p in listed if p.meta.namespace == ns]
