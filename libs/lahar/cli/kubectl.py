@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -80,8 +82,11 @@ class Cluster:
             active = next((c for c in contexts if c["name"] == args.context), active)
         self.default_namespace = args.namespace or (active.get("context") or {}).get("namespace") or "default"
         self.host = api_client.configuration.host
+        # A discovery cache of our own: the client's default is one file per server URL in the
+        # shared temp dir, which an earlier server on the same port (an emulator) left stale.
+        self._discovery_dir = tempfile.TemporaryDirectory(prefix="lahar-discovery-")
         try:
-            self.dyn = dynamic_client(api_client)
+            self.dyn = dynamic_client(api_client, cache_file=os.path.join(self._discovery_dir.name, "cache.json"))
         except Exception as exc:
             raise self.connection_error(exc) from None
 
@@ -111,8 +116,10 @@ class Cluster:
     def _all(self) -> Iterator[Any]:
         from kubernetes.dynamic.resource import ResourceList
 
+        # update=True: discovery is lazy, so the groups found at start hold no resources yet.
+        groups = self.dyn.resources.parse_api_groups(request_resources=True, update=True)
         for prefix in ("api", "apis"):
-            for group, versions in self.dyn.resources.parse_api_groups(request_resources=True)[prefix].items():
+            for group, versions in groups[prefix].items():
                 del group
                 for version in versions.values():
                     for entries in version.resources.values():

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from lahar.sim import strategies
+from lahar.sim import kinds, strategies, workloads
 from lahar.sim.admission import Admission, Attributes
 from lahar.sim.clock import iso
 from lahar.sim.crds import crd_status, crd_types, validate_crd
@@ -47,6 +47,7 @@ _MAX_RETRIES = 5
 _PODS = ("", "pods")
 _NAMESPACES = ("", "namespaces")
 _CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+_SERVICES = ("", "services")
 
 
 @dataclass(slots=True)
@@ -246,6 +247,8 @@ class Api:
             prepare(obj)
         elif rtype.custom and rtype.status:
             obj.pop("status", None)  # custom resources with a status subresource drop it on create
+        if rtype.key == _SERVICES:
+            kinds.allocate_cluster_ip(obj, (e.obj for e in self.table(rtype).objects.values()))
         self._validate(rtype, obj)
 
     def _validate(self, rtype: ResourceType, obj: Obj) -> None:
@@ -370,7 +373,8 @@ class Api:
             if not causes:
                 new["status"] = crd_status(new)
             return causes
-        return []
+        prepare = _PREPARE_UPDATE.get(rtype.key)
+        return prepare(new, old) if prepare is not None else []
 
     def commit(self, table: Table, new: Obj, old: Obj | None) -> bytes:
         """Write ``new``; an object being deleted whose last finalizer went is removed instead."""
@@ -498,6 +502,12 @@ _PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("", "nodes"): strategies.prepare_node_create,
     _NAMESPACES: strategies.prepare_namespace_create,
     _CRDS: _prepare_crd,
+    **kinds.PREPARE_CREATE,
+    **workloads.PREPARE_CREATE,
+}
+_PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], list[tuple[str, str]]]] = {
+    **kinds.PREPARE_UPDATE,
+    **workloads.PREPARE_UPDATE,
 }
 _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
     _PODS: strategies.validate_pod,
@@ -510,12 +520,14 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
         "mutatingwebhookconfigurations",
     ): strategies.validate_webhook_configuration,
     ("scheduling.k8s.io", "priorityclasses"): strategies.validate_priority_class,
+    **kinds.VALIDATE,
+    **workloads.VALIDATE,
 }
 
 
 def matcher(rtype: ResourceType, query: Query) -> Predicate | None:
     label = label_matcher(query.get("labelSelector"))
-    field = field_matcher(query.get("fieldSelector"), rtype.plural)
+    field = field_matcher(query.get("fieldSelector"), rtype.qualified)
     if label is None:
         return field
     if field is None:

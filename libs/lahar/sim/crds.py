@@ -146,7 +146,7 @@ def _crd(
 
 def volcano_crds() -> list[Obj]:
     """The Volcano CRDs Lahar serves from the start.  As in Volcano's manifests, podgroups and
-    commands have no status subresource; queues and jobs have one."""
+    commands have no status subresource; queues, jobs, cronjobs, jobflows and jobtemplates have one."""
     return [
         _crd(
             "scheduling.volcano.sh",
@@ -190,5 +190,17 @@ def volcano_crds() -> list[Obj]:
                 _col("QUEUE", ".spec.queue", priority=1),
             ],
         ),
+        _crd("batch.volcano.sh", "v1alpha1", "CronJob", "cronjobs", "Namespaced", ["cronvcjob", "cronvj"], True, []),
         _crd("bus.volcano.sh", "v1alpha1", "Command", "commands", "Namespaced", [], False, []),
+        _crd(
+            "flow.volcano.sh",
+            "v1alpha1",
+            "JobFlow",
+            "jobflows",
+            "Namespaced",
+            ["jf"],
+            True,
+            [_col("STATUS", ".status.state.phase"), _AGE],
+        ),
+        _crd("flow.volcano.sh", "v1alpha1", "JobTemplate", "jobtemplates", "Namespaced", ["jt"], True, []),
     ]

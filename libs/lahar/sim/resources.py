@@ -54,6 +54,22 @@ def _core(plural: str, kind: str, namespaced: bool, **kw: Any) -> ResourceType:
     return ResourceType("", "v1", plural, kind, namespaced, **kw)
 
 
+def _workload_types() -> list[ResourceType]:
+    """The apps/v1 and batch/v1 kinds whose pods get PodGroups (objects only: no controllers)."""
+    apps = [
+        ("deployments", "Deployment", ("deploy",)),
+        ("replicasets", "ReplicaSet", ("rs",)),
+        ("statefulsets", "StatefulSet", ("sts",)),
+        ("daemonsets", "DaemonSet", ("ds",)),
+    ]
+    out = [ResourceType("apps", "v1", p, k, True, short_names=s, status=True, categories=("all",)) for p, k, s in apps]
+    out.append(ResourceType("batch", "v1", "jobs", "Job", True, status=True, categories=("all",)))
+    out.append(
+        ResourceType("batch", "v1", "cronjobs", "CronJob", True, short_names=("cj",), status=True, categories=("all",))
+    )
+    return out
+
+
 def builtin_types() -> list[ResourceType]:
     return [
         _core(
@@ -74,6 +90,10 @@ def builtin_types() -> list[ResourceType]:
         _core("serviceaccounts", "ServiceAccount", True, short_names=("sa",)),
         _core("resourcequotas", "ResourceQuota", True, short_names=("quota",), status=True),
         _core("bindings", "Binding", True, verbs=("create",)),
+        _core("persistentvolumeclaims", "PersistentVolumeClaim", True, short_names=("pvc",), status=True),
+        *_workload_types(),
+        ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",)),
+        ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, short_names=("netpol",)),
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
         ResourceType(

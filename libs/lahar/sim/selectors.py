@@ -217,7 +217,8 @@ def _path_getter(path: str) -> FieldGetter:
 
 
 _COMMON = ("metadata.name", "metadata.namespace")
-# The fields the real API server accepts per resource; others are refused as it refuses them.
+# The fields the real API server accepts per resource (``plural.group``, core ones by plural);
+# others are refused as it refuses them.
 FIELDS: dict[str, tuple[str, ...]] = {
     "pods": (
         *_COMMON,
@@ -246,8 +247,24 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "type",
     ),
     "namespaces": (*_COMMON, "status.phase"),
+    "events.events.k8s.io": (
+        *_COMMON,
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
+        "type",
+    ),
+    "secrets": (*_COMMON, "type"),
+    "replicasets.apps": (*_COMMON, "status.replicas"),
+    "jobs.batch": (*_COMMON, "status.successful"),
 }
-_ALIASES = {"source": "source.component"}
+_ALIASES = {"source": "source.component", "status.successful": "status.succeeded"}
 
 
 def _split_unescaped(text: str, sep: str) -> list[str]:
@@ -299,7 +316,8 @@ def _field_check(get: FieldGetter, value: str, negate: bool) -> Predicate:
 
 
 def field_matcher(text: str | None, resource: str) -> Predicate | None:
-    """A predicate for a field selector on ``resource``; unsupported fields are a 400 as on the server."""
+    """A predicate for a field selector on ``resource`` (``plural.group``); unsupported fields are a
+    400 as on the server."""
     if not text or not text.strip():
         return None
     allowed = FIELDS.get(resource, _COMMON)
