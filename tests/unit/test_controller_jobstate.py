@@ -412,10 +412,10 @@ def test_commands_are_deleted_then_become_requests() -> None:
         "kind": "Command",
         "metadata": {"name": "j-abort", "namespace": "ns"},
         "action": "AbortJob",
-        "targetObject": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j"},
+        "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j"},
     }
-    assert is_job_command(cmd)
-    assert not is_job_command({**cmd, "targetObject": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}})
+    assert is_job_command(cmd)  # the JSON field is `target` (Go's TargetObject)
+    assert not is_job_command({**cmd, "target": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}})
     sim = Sim(job(task("w", 2), minAvailable=2), cmd)
     sim.started()
     sim.set_pods("Running")

@@ -27,7 +27,7 @@ from lahar.adapters.mirror import Mirror, MirrorState
 from lahar.service.supervise import supervised
 from lahar.wire.messages import Delta
 from lahar.wire.names import Names
-from lahar_controller.job.handlers import is_job_command
+from lahar_controller.job.handlers import command_target, is_job_command
 from lahar_controller.job.view import Obj
 from lahar_controller.shell.cron import CronController
 from lahar_controller.shell.jobs import JobController
@@ -132,7 +132,7 @@ class ControllerService:
     def _on_command(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None or new is None:
             return  # a Command is acted on once, when it appears
-        target = new.get("targetObject") or {}
+        target = command_target(new)
         if is_job_command(new):
             self.jobs.on_command(new)
         elif target.get("kind") == "Queue":

@@ -23,7 +23,7 @@ from lahar_controller.job import render
 from lahar_controller.job.context import Context
 from lahar_controller.job.delays import DelayedActions
 from lahar_controller.job.effects import event_about
-from lahar_controller.job.handlers import Handlers, command_step, pod_ident
+from lahar_controller.job.handlers import Handlers, command_step, command_target, pod_ident
 from lahar_controller.job.hooks import PluginRender
 from lahar_controller.job.policy import Decision, apply_policies
 from lahar_controller.job.view import TERMINATE_JOB, Obj, Request, name_of, namespace_of, spec
@@ -115,7 +115,7 @@ class JobController:
             self.handlers.update_podgroup(old, new)
 
     def on_command(self, cmd: Obj) -> None:
-        target = str((cmd.get("targetObject") or {}).get("name") or "")
+        target = str(command_target(cmd).get("name") or "")
         ref = CommandRef(f"{namespace_of(cmd)}/{name_of(cmd)}", str((cmd.get("metadata") or {}).get("uid") or ""))
         self.pool.put(f"{namespace_of(cmd)}/{target}", ref)
 

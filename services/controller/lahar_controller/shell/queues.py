@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lahar.adapters.kube import KubeError
 from lahar_controller.job.effects import Event
+from lahar_controller.job.handlers import command_target
 from lahar_controller.job.view import Obj, name_of, namespace_of
 from lahar_controller.queues import SYNC_QUEUE, missing_queues, plan
 from lahar_controller.shell.metrics import Metrics
@@ -88,7 +89,7 @@ class QueueController:
             self.pool.put(queue, SYNC_QUEUE)
 
     def on_command(self, cmd: Obj) -> None:
-        target = str((cmd.get("targetObject") or {}).get("name") or "")
+        target = str(command_target(cmd).get("name") or "")
         uid = str((cmd.get("metadata") or {}).get("uid") or "")
         self.pool.put(target, QueueCommand(f"{namespace_of(cmd)}/{name_of(cmd)}", uid))
 
