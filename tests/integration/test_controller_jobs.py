@@ -14,10 +14,12 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from lahar.adapters.kube import KubeClient, KubeConfig, KubeError, NotFound
 from lahar.infra import EmbeddedServer
@@ -30,7 +32,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 Obj = dict[str, Any]
 RUN = "sim.lahar.io/run-seconds"
 EXIT = "sim.lahar.io/exit-code"
-NODES = ("8:cpu=32,memory=128Gi,pods=110", "2:cpu=32,memory=128Gi,pods=110,nvidia.com/gpu=8,name=gpu")
+# ephemeral-storage: the PaddlePaddle example requests it
+NODES = (
+    "8:cpu=32,memory=128Gi,pods=110,ephemeral-storage=200Gi",
+    "2:cpu=32,memory=128Gi,pods=110,ephemeral-storage=200Gi,nvidia.com/gpu=8,name=gpu",
+)
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +270,53 @@ async def test_a_bare_pod_for_our_scheduler_gets_a_podgroup_and_runs(
     made = await get(kube, "podgroups", ns, group)
     assert made is not None and made["spec"]["minMember"] == 1
     assert made["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+
+
+EXAMPLES = Path(__file__).parents[1] / "admission" / "examples" / "example"  # ../shared/volcano-examples
+# Refused by admission (examples/README.md): duplicate policy event, duplicate task name,
+# minAvailable above the replicas, and `priorityClass` (not a PodSpec field) in elastic-job.
+BROKEN = {"invalid_jobs", "elastic-job.yaml"}
+
+
+def _example_jobs() -> list[Path]:
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        if BROKEN & {path.name, path.parent.name}:
+            continue
+        if any(_is_volcano_job(doc) for doc in yaml.safe_load_all(path.read_text())):
+            found.append(path)
+    return found
+
+
+def _is_volcano_job(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("kind") == "Job" and doc.get("apiVersion") == "batch.volcano.sh/v1alpha1"
+
+
+async def _example_queues(kube: KubeClient) -> None:
+    """The queues the examples name (hierarchical-jobs/queues.yaml), created as a user would first."""
+    for doc in yaml.safe_load_all((EXAMPLES / "hierarchical-jobs" / "queues.yaml").read_text()):
+        try:
+            await kube.create("queues", "", doc)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        await poll(lambda name=doc["metadata"]["name"]: _queue_state(kube, name, "Open"), timeout=10)
+
+
+@pytest.mark.parametrize("path", _example_jobs(), ids=lambda p: str(p.relative_to(EXAMPLES)))
+async def test_every_valid_volcano_example_job_applies_unchanged_and_runs(
+    stack: LocalStack, kube: KubeClient, ns: str, path: Path
+) -> None:
+    await _example_queues(kube)
+    jobs = [doc for doc in yaml.safe_load_all(path.read_text()) if _is_volcano_job(doc)]
+    started = time.monotonic()
+    for job in jobs:
+        await kube.create("jobs", ns, job)
+    for job in jobs:
+        running = await reach(kube, ns, job["metadata"]["name"], "Running")
+        uid = running["metadata"]["uid"]
+        assert await get(kube, "podgroups", ns, f"{job['metadata']['name']}-{uid}") is not None
+    print(f" {len(jobs)} job(s) Running {time.monotonic() - started:.2f} s after create", end="")
 
 
 async def test_no_service_was_refused_by_nats(stack: LocalStack) -> None:
