@@ -300,7 +300,8 @@ async def _example_queues(kube: KubeClient) -> None:
         except KubeError as exc:
             if exc.status != 409:
                 raise
-        await poll(lambda name=doc["metadata"]["name"]: _queue_state(kube, name, "Open"), timeout=10)
+        name = str(doc["metadata"]["name"])
+        await poll(lambda: _queue_state(kube, name, "Open"), timeout=10)  # noqa: B023 (awaited at once)
 
 
 @pytest.mark.parametrize("path", _example_jobs(), ids=lambda p: str(p.relative_to(EXAMPLES)))
