@@ -1,4 +1,4 @@
-"""Helpers to run the cache, scheduler and binder services in one test's event loop.
+"""Helpers to run the cache, scheduler, binder and controller services in one test's event loop.
 
 Each service gets its own NATS and Redis connections, as separate processes would.  Used by
 the integration tests of the distributed scheduler.
@@ -21,6 +21,7 @@ from lahar.adapters.mirror import Mirror
 from lahar.wire.names import Names
 from lahar_binder.service import BinderService
 from lahar_cache.service import CacheService
+from lahar_controller.service import ControllerService
 from lahar_scheduler.service import ConfSource, SchedulerService
 
 
@@ -98,10 +99,16 @@ class Stack:
         await _ready(service, task)
         return run
 
-    async def cache(self) -> Running:
+    async def cache(self, **options: Any) -> Running:
         nc, js, rc, kube = await self._deps()
         svc = CacheService(
-            kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), tracer=self.tracer("cache")
+            kube,
+            js,
+            Mirror(rc, self.names.redis_prefix),
+            self.names,
+            CollectorRegistry(),
+            tracer=self.tracer("cache"),
+            **options,
         )
         return await self._start(svc, nc, rc, kube)
 
@@ -130,6 +137,13 @@ class Stack:
             max_in_flight=max_in_flight,
             ack_wait=5.0,
             tracer=self.tracer("binder"),
+        )
+        return await self._start(svc, nc, rc, kube)
+
+    async def controller(self, **options: Any) -> Running:
+        nc, js, rc, kube = await self._deps()
+        svc = ControllerService(
+            kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), **options
         )
         return await self._start(svc, nc, rc, kube)
 

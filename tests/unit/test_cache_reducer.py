@@ -56,3 +56,16 @@ def test_relist_after_gone_emits_missed_deletions_and_changes() -> None:
     deltas = relist(known, "pods", [item(pod("a", "1")), item(pod("b", "2")), item(pod("d", "1"))])
     ops = {(d.op, d.key) for d in deltas}
     assert ops == {("MODIFIED", "ns/b"), ("ADDED", "ns/d"), ("DELETED", "ns/c")}
+
+
+def workload(scheduler: str) -> bytes:
+    template = {"spec": {"schedulerName": scheduler, "containers": []}}
+    return json.dumps({"metadata": {"name": "w", "namespace": "ns"}, "spec": {"template": template}}).encode()
+
+
+def test_workloads_are_mirrored_only_when_their_pods_are_ours() -> None:
+    for kind in ("replicasets", "statefulsets", "daemonsets", "batchjobs"):
+        assert wanted(kind, workload("volcano"))
+        assert not wanted(kind, workload("default-scheduler"))
+        assert not wanted(kind, workload(""))
+    assert wanted("cronjobs", workload("")) and wanted("commands", b"{}")

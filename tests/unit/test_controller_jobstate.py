@@ -134,6 +134,18 @@ def test_a_job_runs_to_completed() -> None:
     assert [e.reason for e in sim.events if e.type == "Normal"] == ["Pending", "Running", "Completed"]
 
 
+def test_a_completed_job_keeps_counting_its_finished_pods() -> None:
+    sim = Sim(job(task("w", 2), minAvailable=2))
+    sim.started()
+    sim.set_pods("Running")
+    sim.act()
+    sim.set_pods("Succeeded")
+    sim.act()
+    assert sim.phase() == "Completed"
+    sim.act()  # a finished job is synced again (kill Soft): the retained pods stay counted
+    assert (sim.job["status"]["succeeded"], sim.job["status"]["terminating"]) == (2, 0)
+
+
 def test_min_success_completes_before_every_pod_finished() -> None:
     sim = Sim(job(task("w", 4), minAvailable=1, minSuccess=2))
     sim.started()
@@ -400,10 +412,10 @@ def test_commands_are_deleted_then_become_requests() -> None:
         "kind": "Command",
         "metadata": {"name": "j-abort", "namespace": "ns"},
         "action": "AbortJob",
-        "targetObject": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j"},
+        "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j"},
     }
-    assert is_job_command(cmd)
-    assert not is_job_command({**cmd, "targetObject": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}})
+    assert is_job_command(cmd)  # the JSON field is `target` (Go's TargetObject)
+    assert not is_job_command({**cmd, "target": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}})
     sim = Sim(job(task("w", 2), minAvailable=2), cmd)
     sim.started()
     sim.set_pods("Running")

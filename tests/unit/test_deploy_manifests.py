@@ -58,14 +58,31 @@ CLUSTER_SCOPED = {
 # The Kubernetes API calls each service's code makes, as (verb, resource).  Read from
 # services/*/lahar_*/: the cache lists and watches every kind it mirrors (CacheService(kinds=
 # DELTA_KINDS)); the binder binds, evicts, reads a pod after a bind conflict and patches status
-# (PodGroups on the object: their CRD has no status subresource); the controller creates the
-# default queue and patches queue states; the scheduler and admission never call the API.
+# (PodGroups on the object: their CRD has no status subresource); the controller performs what
+# its rules return (pods, PodGroups, Jobs and their status, plugin objects, queue states, Events;
+# lahar_controller.shell.calls); the scheduler and admission never call the API.
 # ``test_the_table_matches_the_calls_in_the_code`` keeps it honest.
 API_CALLS: dict[str, set[tuple[str, str]]] = {
     "cache": {
         (verb, kind)
         for verb in ("list", "watch")
-        for kind in ("nodes", "pods", "podgroups", "queues", "jobs", "priorityclasses", "namespaces", "resourcequotas")
+        for kind in (
+            "nodes",
+            "pods",
+            "podgroups",
+            "queues",
+            "jobs",
+            "priorityclasses",
+            "namespaces",
+            "resourcequotas",
+            "commands",
+            "cronjobs",
+            "persistentvolumeclaims",
+            "replicasets",
+            "statefulsets",
+            "daemonsets",
+            "batchjobs",
+        )
     },
     "binder": {
         ("create", "pods/binding"),
@@ -75,7 +92,36 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
         ("patch", "podgroups"),
         ("patch", "queues/status"),
     },
-    "controller": {("create", "queues"), ("patch", "queues/status")},
+    "controller": {
+        ("create", "pods"),
+        ("patch", "pods"),
+        ("delete", "pods"),
+        ("create", "podgroups"),
+        ("update", "podgroups"),
+        ("delete", "podgroups"),
+        ("get", "jobs"),
+        ("create", "jobs"),
+        ("update", "jobs"),
+        ("update", "jobs/status"),
+        ("delete", "jobs"),
+        ("update", "cronjobs/status"),
+        ("delete", "commands"),
+        ("create", "queues"),
+        ("patch", "queues"),
+        ("patch", "queues/status"),
+        ("create", "services"),
+        ("delete", "services"),
+        ("create", "configmaps"),
+        ("get", "configmaps"),
+        ("update", "configmaps"),
+        ("delete", "configmaps"),
+        ("create", "secrets"),
+        ("delete", "secrets"),
+        ("create", "networkpolicies"),
+        ("delete", "networkpolicies"),
+        ("create", "persistentvolumeclaims"),
+        ("create", "events"),
+    },
     "scheduler": set(),
     "admission": set(),
 }
@@ -354,8 +400,13 @@ def probe_problems(m: Manifests, tmp_path: Path) -> list[str]:
 
 
 def _group(resource: str) -> str:
-    gv = RESOURCES[resource.split("/")[0]].group_version
-    return "" if gv == "v1" else gv.split("/")[0]
+    return RESOURCES[resource.split("/")[0]].group
+
+
+def _rbac_resource(resource: str) -> str:
+    """Our name for a resource (``batchjobs/status``) as RBAC spells it (``jobs/status``)."""
+    kind, slash, sub = resource.partition("/")
+    return RESOURCES[kind].resource + slash + sub
 
 
 def rbac_problems(m: Manifests) -> list[str]:
@@ -393,7 +444,7 @@ def rbac_problems(m: Manifests) -> list[str]:
                     for r in rule.get("resources") or []:
                         for v in rule.get("verbs") or []:
                             granted.add((g, r, v))
-        needed = {(_group(r), r, v) for v, r in API_CALLS[service]}
+        needed = {(_group(r), _rbac_resource(r), v) for v, r in API_CALLS[service]}
         for g, r, v in sorted(needed - granted):
             problems.append(f"{where}: may not {v} {r} (group {g!r}), which lahar {service} does")
         for g, r, v in sorted(granted - needed):
@@ -759,12 +810,14 @@ def pod_security_problems(m: Manifests) -> list[str]:
 
 # --- what the code calls ----------------------------------------------------------------------------
 
-_KUBE_METHODS = {"list", "watch", "get", "create", "patch", "delete", "bind", "evict"}
+_KUBE_METHODS = {"list", "watch", "get", "create", "patch", "delete", "bind", "evict", "replace"}
+_VERBS = {"replace": "update"}  # KubeClient's method -> the RBAC verb
 
 
-def kube_calls(source: str, variable_kinds: tuple[str, ...] = ()) -> set[tuple[str, str]]:
+def kube_calls(source: str, variable_kinds: tuple[str, ...] = (), *, declared: bool = False) -> set[tuple[str, str]]:
     """(verb, resource) of every ``kube.<method>(...)`` / ``self.kube.<method>(...)`` call in
-    ``source``.  A kind given as a variable stands for ``variable_kinds``."""
+    ``source``.  A kind given as a variable stands for ``variable_kinds``; with ``declared`` such
+    calls are skipped (the service checks each against its declared table before making it)."""
     calls: set[tuple[str, str]] = set()
     for node in ast.walk(ast.parse(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -785,6 +838,8 @@ def kube_calls(source: str, variable_kinds: tuple[str, ...] = ()) -> set[tuple[s
         first = node.args[0] if node.args else None
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             kinds: tuple[str, ...] = (first.value,)
+        elif declared:
+            continue
         elif variable_kinds:
             kinds = variable_kinds
         else:
@@ -796,7 +851,7 @@ def kube_calls(source: str, variable_kinds: tuple[str, ...] = ()) -> set[tuple[s
         if method == "patch" and len(node.args) > 4 and isinstance(node.args[4], ast.Constant):
             sub = str(node.args[4].value)
         for kind in kinds:
-            calls.add((method, f"{kind}/{sub}" if sub else kind))
+            calls.add((_VERBS.get(method, method), f"{kind}/{sub}" if sub else kind))
     return calls
 
 
@@ -804,13 +859,20 @@ def calls_of_service(service: str) -> set[tuple[str, str]]:
     package = "lahar_admission" if service == "admission" else SERVICES[service][0].split(".")[0]
     folder = Path(importlib.import_module(package).__path__[0])
     variable_kinds: tuple[str, ...] = ()
+    calls: set[tuple[str, str]] = set()
     if service == "cache":
         from lahar_cache.service import CacheService
 
         variable_kinds = tuple(inspect.signature(CacheService.__init__).parameters["kinds"].default)
-    calls: set[tuple[str, str]] = set()
+    declared = service == "controller"
+    if declared:
+        # The controller performs the rules' effects on whatever kind they name, each call
+        # checked against its declared table first (lahar_controller.shell.calls.check).
+        from lahar_controller.shell.calls import CALLS
+
+        calls |= CALLS
     for path in sorted(folder.rglob("*.py")):
-        calls |= kube_calls(path.read_text(), variable_kinds)
+        calls |= kube_calls(path.read_text(), variable_kinds, declared=declared)
     return calls
 
 

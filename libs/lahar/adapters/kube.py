@@ -27,16 +27,26 @@ import msgspec
 
 @dataclass(frozen=True)
 class Resource:
-    kind: str  # plural, as mirrored: "pods"
+    kind: str  # our name for it, as mirrored: "pods" (the plural, unless two groups share one)
     group_version: str  # "v1" or "scheduling.volcano.sh/v1beta1"
     namespaced: bool
+    plural: str = ""  # the API's plural when it differs from ``kind`` (batch/v1 "jobs": "batchjobs")
+
+    @property
+    def resource(self) -> str:
+        """The API's name for it (RBAC's ``resources``, the URL's path segment)."""
+        return self.plural or self.kind
+
+    @property
+    def group(self) -> str:
+        return "" if self.group_version == "v1" else self.group_version.split("/")[0]
 
     def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
         base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
         parts = [base]
         if self.namespaced and namespace:
             parts.append(f"namespaces/{namespace}")
-        parts.append(self.kind)
+        parts.append(self.resource)
         if name:
             parts.append(name)
         if sub:
@@ -52,11 +62,21 @@ RESOURCES: dict[str, Resource] = {
         Resource("namespaces", "v1", False),
         Resource("resourcequotas", "v1", True),
         Resource("events", "v1", True),
+        Resource("services", "v1", True),
+        Resource("configmaps", "v1", True),
+        Resource("secrets", "v1", True),
+        Resource("persistentvolumeclaims", "v1", True),
+        Resource("networkpolicies", "networking.k8s.io/v1", True),
+        Resource("replicasets", "apps/v1", True),
+        Resource("statefulsets", "apps/v1", True),
+        Resource("daemonsets", "apps/v1", True),
+        Resource("batchjobs", "batch/v1", True, plural="jobs"),
         Resource("priorityclasses", "scheduling.k8s.io/v1", False),
         Resource("podgroups", "scheduling.volcano.sh/v1beta1", True),
         Resource("queues", "scheduling.volcano.sh/v1beta1", False),
         Resource("jobs", "batch.volcano.sh/v1alpha1", True),
         Resource("commands", "bus.volcano.sh/v1alpha1", True),
+        Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
         Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )
@@ -410,5 +430,31 @@ class KubeClient:
             headers={"Content-Type": "application/json"},
         )
 
-    async def delete(self, kind: str, namespace: str, name: str) -> None:
-        await self._request("DELETE", RESOURCES[kind].path(namespace, name))
+    async def replace(self, kind: str, namespace: str, name: str, obj: dict[str, Any], sub: str = "") -> bytes:
+        """PUT: the whole object (or its ``status`` with ``sub``); its resourceVersion, when set,
+        makes a stale write fail with ``Conflict``."""
+        return await self._request(
+            "PUT",
+            RESOURCES[kind].path(namespace, name, sub),
+            data=msgspec.json.encode(obj),
+            headers={"Content-Type": "application/json"},
+        )
+
+    async def delete(self, kind: str, namespace: str, name: str, *, uid: str = "", propagation: str = "") -> None:
+        """DELETE; ``uid`` makes it apply only to that incarnation of the object, ``propagation``
+        (Foreground, Background, Orphan) says what happens to what it owns."""
+        options: dict[str, Any] = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        if not options:
+            await self._request("DELETE", RESOURCES[kind].path(namespace, name))
+            return
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
+        await self._request(
+            "DELETE",
+            RESOURCES[kind].path(namespace, name),
+            data=msgspec.json.encode(body),
+            headers={"Content-Type": "application/json"},
+        )

@@ -8,7 +8,25 @@ last delta the mirror reflects, written in the same MULTI/EXEC as the objects.
 
 from __future__ import annotations
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "jobs", "priorityclasses", "namespaces", "resourcequotas")
+KINDS = (
+    "nodes",
+    "pods",
+    "podgroups",
+    "queues",
+    "jobs",
+    "priorityclasses",
+    "namespaces",
+    "resourcequotas",
+    # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
+    # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
+    "commands",
+    "cronjobs",
+    "persistentvolumeclaims",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "batchjobs",
+)
 
 
 def objects_key(prefix: str, kind: str) -> str:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lahar.wire.keys import KINDS
+
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
-DELTA_KINDS = ("nodes", "pods", "podgroups", "queues", "jobs", "priorityclasses", "namespaces", "resourcequotas")
+DELTA_KINDS = KINDS  # every mirrored kind has its deltas
 DECISION_KINDS = ("bind", "evict", "podgroup", "queue", "podstatus", "event")
 
 

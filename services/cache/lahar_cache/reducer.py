@@ -27,15 +27,33 @@ class _PodView(msgspec.Struct):
     spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
 
 
+class _Template(msgspec.Struct):
+    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
+
+
+class _WorkloadSpec(msgspec.Struct):
+    template: _Template = msgspec.field(default_factory=_Template)
+
+
+class _WorkloadView(msgspec.Struct):
+    spec: _WorkloadSpec = msgspec.field(default_factory=_WorkloadSpec)
+
+
 _pod_view = msgspec.json.Decoder(_PodView)
+_workload_view = msgspec.json.Decoder(_WorkloadView)
+# Workloads are mirrored for the controller, which reads the owners of pods that get PodGroups.
+WORKLOADS = frozenset({"replicasets", "statefulsets", "daemonsets", "batchjobs"})
 
 
 def wanted(kind: str, raw: bytes, scheduler_names: frozenset[str] = SCHEDULER_NAMES) -> bool:
-    """Pods are mirrored when our scheduler places them or when they hold node resources."""
-    if kind != "pods":
-        return True
-    spec = _pod_view.decode(raw).spec
-    return spec.schedulerName in scheduler_names or bool(spec.nodeName)
+    """Pods are mirrored when our scheduler places them or when they hold node resources;
+    workloads when their pods are ours; every object of the other kinds."""
+    if kind == "pods":
+        spec = _pod_view.decode(raw).spec
+        return spec.schedulerName in scheduler_names or bool(spec.nodeName)
+    if kind in WORKLOADS:
+        return _workload_view.decode(raw).spec.template.spec.schedulerName in scheduler_names
+    return True
 
 
 class Known:

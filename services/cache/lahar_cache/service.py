@@ -13,6 +13,10 @@ then sealed with the stream's identity once every initial list is mirrored.  Whi
 guard checks both identities every ``guard_period``; a mismatch raises ``MirrorLost`` and the
 caller starts a new service, which rebuilds.  Every mirror write carries this leader's epoch, so
 a deposed leader cannot overwrite what its successor wrote (``MirrorFenced``).
+
+A kind the API server does not serve (404 on list: an API group or CRD not installed, e.g. apps/v1
+on a bare emulator) is mirrored as empty, logged once and listed again every
+``unserved_recheck`` seconds; it never holds back the seal.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from lahar.adapters.bus import MISSING, Outgoing, StreamIdentity, cluster_identity, ensure_streams, publish_batch
-from lahar.adapters.kube import Gone, KubeClient, KubeError, TransientKubeError
+from lahar.adapters.kube import Gone, KubeClient, KubeError, NotFound, TransientKubeError
 from lahar.adapters.mirror import Mirror, MirrorError, MirrorLost
 from lahar.service.metrics import ServiceMetrics
 from lahar.service.supervise import supervised
@@ -89,6 +93,7 @@ class CacheService:
         fence: int = 0,
         guard_period: float = 1.0,
         own: Collection[str] | None = None,
+        unserved_recheck: float = 30.0,
     ) -> None:
         self.kube = kube
         self.js = js
@@ -109,6 +114,8 @@ class CacheService:
         self.stream = StreamIdentity("", 0, 0)
         self.building = False
         self._listed: set[str] = set()
+        self._unserved: set[str] = set()  # kinds the API server answered 404 for
+        self.unserved_recheck = unserved_recheck
 
     async def run(self, stop: asyncio.Event, *, drain: Callable[[], bool] = lambda: True) -> None:
         """Mirror the cluster until ``stop``; then, if ``drain()``, publish what was already seen
@@ -168,20 +175,38 @@ class CacheService:
         while True:
             try:
                 items, rv = await self.kube.list(kind)
+            except NotFound:
+                await self._not_served(kind)
+                continue
             except KubeError as exc:
                 log.warning("list %s failed: %s", kind, exc, extra={"kind": kind})
                 self.metrics.watch_errors.labels(kind).inc()
                 await backoff.wait()
                 continue
-            self.metrics.relists.labels(kind).inc()
-            for d in self._relist(kind, items):
-                self._enqueue(d)
-            if kind not in self._listed:
-                self._listed.add(kind)
-                if self._listed >= set(self.kinds):
-                    self.queue.put_nowait(None)  # after every initial list: seal when flushed
+            if kind in self._unserved:
+                self._unserved.discard(kind)
+                log.info("the API server now serves %s", kind, extra={"kind": kind})
+            self._listed_all(kind, items)
             backoff.reset()
             await self._follow(kind, rv, backoff)
+
+    def _listed_all(self, kind: str, items: list[Any]) -> None:
+        self.metrics.relists.labels(kind).inc()
+        for d in self._relist(kind, items):
+            self._enqueue(d)
+        if kind not in self._listed:
+            self._listed.add(kind)
+            if self._listed >= set(self.kinds):
+                self.queue.put_nowait(None)  # after every initial list: seal when flushed
+
+    async def _not_served(self, kind: str) -> None:
+        """A kind the API server does not serve (its CRD or API group is not installed): mirrored
+        as empty, said once, and listed again now and then in case it is installed later."""
+        if kind not in self._unserved:
+            self._unserved.add(kind)
+            log.warning("the API server does not serve %s; mirroring none until it does", kind, extra={"kind": kind})
+        self._listed_all(kind, [])
+        await asyncio.sleep(self.unserved_recheck)  # a re-check period, not a wait for a condition
 
     async def _follow(self, kind: str, rv: str, backoff: _Backoff) -> None:
         """Watch from ``rv`` until it is too old (then return, so the caller lists again)."""
@@ -199,6 +224,8 @@ class CacheService:
                 backoff.reset()
             except Gone:
                 log.info("watch %s from %s expired (410); listing again", kind, rv, extra={"kind": kind})
+                return
+            except NotFound:  # the kind is no longer served (its CRD was removed): list again
                 return
             except (TransientKubeError, KubeError) as exc:
                 log.warning("watch %s failed: %s", kind, exc, extra={"kind": kind})

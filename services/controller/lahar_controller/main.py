@@ -35,7 +35,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
     campaigning = asyncio.Event()  # ready only once the lease bucket is usable
     ctx.health.add_check("campaigning", campaigning.is_set)
-    ctx.health.set_ready(True)
+    ctx.health.set_ready(True)  # a standby is ready (it waits its turn); so is a leader
     elections: list[LeaderElection] = []
 
     async def act(ended: asyncio.Event, fence: int) -> None:
@@ -49,6 +49,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
             ctx.registry,
             may_write=lambda: election.is_leader,
             own=owned_streams(names, "controller"),
+            identity=opts.replica(),
         )
         await svc.run(either(ended, ctx.stopping))
 

@@ -1,44 +1,66 @@
-"""The controller service (first part): queue states.
+"""The controller service: Volcano's job, queue, podgroup, garbage-collector (TTL) and cronjob
+controllers, as one process.
 
 It follows the cluster like the scheduler (``Follower``: the mirror at S, the CLUSTER stream from
-S+1, gaps and replaced streams reloaded, bad deltas dead-lettered) and writes to the API: a new
-queue is opened, and the ``default`` queue is created when missing.  One replica acts, by leader
-election; it writes only while its lease holds (``may_write``), so a deposed controller stops
-writing at once.  One queue that cannot be handled is counted and skipped, never fatal.
+S+1, gaps and replaced streams reloaded, bad deltas dead-lettered) into a ``World`` that hands
+informer events (old and new object) to each controller's rules; the requests they queue are
+handled by bounded pools of workers, one key (a job, a queue, a pod) at a time, and their effects
+performed through the API (``Writer``).  One replica acts, by leader election; it writes only
+while its lease holds (``may_write``), so a deposed controller stops writing at once.  One object
+that cannot be handled is counted and skipped, never fatal; every loop runs supervised.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection
-from typing import Any
+from datetime import UTC, datetime
 
-import msgspec
 from nats.js.client import JetStreamContext
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from lahar.adapters.bus import ensure_streams
 from lahar.adapters.follow import Follower
-from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound
+from lahar.adapters.kube import KubeClient
 from lahar.adapters.mirror import Mirror, MirrorState
-from lahar.service.metrics import ServiceMetrics
 from lahar.service.supervise import supervised
 from lahar.wire.messages import Delta
 from lahar.wire.names import Names
-from lahar_controller.queues import DEFAULT_QUEUE, desired_state
+from lahar_controller.job.handlers import command_target, is_job_command
+from lahar_controller.job.view import Obj
+from lahar_controller.shell.cron import CronController
+from lahar_controller.shell.jobs import JobController
+from lahar_controller.shell.metrics import Metrics
+from lahar_controller.shell.plain import PlainPodGroups
+from lahar_controller.shell.queues import QueueController
+from lahar_controller.shell.ttl import TTLController
+from lahar_controller.shell.world import World
+from lahar_controller.shell.writer import Writer
 
 log = logging.getLogger("lahar.controller")
 
+# What the controller follows, in the order a (re)load hands them over: what a Job step looks up
+# first, then Jobs, their pods, and what acts on them.
+KINDS = (
+    "namespaces",
+    "priorityclasses",
+    "persistentvolumeclaims",
+    "queues",
+    "podgroups",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "batchjobs",
+    "jobs",
+    "pods",
+    "commands",
+    "cronjobs",
+)
 
-class Metrics(ServiceMetrics):
-    def __init__(self, registry: CollectorRegistry) -> None:
-        super().__init__(registry)
-        self.writes = Counter("lahar_controller_writes_total", "API writes", ["kind"], registry=registry)
-        self.bad = Counter(
-            "lahar_controller_bad_deltas_total", "Deltas or objects skipped, by why", ["why"], registry=registry
-        )
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class ControllerService:
@@ -52,20 +74,32 @@ class ControllerService:
         *,
         may_write: Callable[[], bool] = lambda: True,
         own: Collection[str] | None = None,
+        identity: str = "lahar-controller",
+        workers: int = 64,
+        max_requeue: int = 15,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self.kube, self.js, self.mirror, self.names = kube, js, mirror, names
-        self.may_write = may_write
+        self.js, self.names = js, names
         self.own = own  # the streams this service may make (lahar.wire.access); None: all
         self.metrics = Metrics.of(registry)
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.world = World(KINDS, self.metrics.bad)
+        self.writer = Writer(kube, may_write, self.metrics, identity=identity, clock=clock)
+        args = (self.world, self.writer, self.metrics)
+        self.jobs = JobController(*args, workers=workers, max_requeue=max_requeue, clock=clock)
+        self.queues = QueueController(*args)
+        self.podgroups = PlainPodGroups(*args)
+        self.ttl = TTLController(*args, clock)
+        self.cron = CronController(*args, clock)
+        self.world.listen("commands", self._on_command)
         self.follower = Follower(
             js,
             mirror,
             names,
-            kinds=("queues",),
+            kinds=KINDS,
             source="controller",
             load=self._load,
             apply=self._apply,
+            applied=self.jobs.flush,
             bad=self.metrics.bad,
             own=own,
         )
@@ -73,41 +107,33 @@ class ControllerService:
 
     async def run(self, stop: asyncio.Event) -> None:
         await ensure_streams(self.js, self.names, own=self.own, need=[self.names.cluster_stream])
-        if self.may_write():
-            with contextlib.suppress(Conflict):
-                await self.kube.create("queues", "", DEFAULT_QUEUE)
-        await supervised(stop.wait(), {"follow": self.follower.run(), "work": self._work()})
+        loops = {
+            "follow": self.follower.run(),
+            "jobs": self.jobs.run(),
+            "queues": self._queues(),
+            "podgroups": self.podgroups.pool.run(),
+            "ttl": self.ttl.pool.run(),
+            "cronjobs": self.cron.pool.run(),
+        }
+        await supervised(stop.wait(), loops)
+
+    async def _queues(self) -> None:
+        await self.follower.ready.wait()
+        await self.queues.ensure_standard_queues()
+        await self.queues.pool.run()
 
     def _load(self, state: MirrorState) -> None:
-        for raw in state.objects.get("queues", {}).values():
-            self.queue.put_nowait(raw)
+        self.world.load(state)
+        self.jobs.flush()
 
     def _apply(self, delta: Delta, headers: dict[str, str] | None) -> None:
-        if delta.op != "DELETED":
-            self.queue.put_nowait(bytes(delta.obj))
+        self.world.apply(delta)
 
-    async def _work(self) -> None:
-        while True:
-            raw = await self.queue.get()
-            try:
-                await self._handle(raw)
-            except Exception as exc:  # one queue we cannot handle must not stop the others
-                self.metrics.bad.labels("object").inc()
-                log.error("skipping a queue that cannot be handled: %r", exc)
-
-    async def _handle(self, raw: bytes) -> None:
-        q = msgspec.json.decode(raw)
-        if not isinstance(q, dict):
-            raise ValueError(f"a queue must be an object, got {type(q).__name__}")
-        state = desired_state(q)
-        name = str((q.get("metadata") or {}).get("name", ""))
-        if state is None or not name or not self.may_write():
-            return
-        try:
-            await self.kube.patch("queues", "", name, {"status": {"state": state}}, sub="status")
-            self.metrics.writes.labels("queue").inc()
-            log.info("queue %s is %s", name, state)
-        except NotFound:
-            pass
-        except KubeError as exc:
-            log.warning("could not set queue %s to %s: %s", name, state, exc)
+    def _on_command(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None or new is None:
+            return  # a Command is acted on once, when it appears
+        target = command_target(new)
+        if is_job_command(new):
+            self.jobs.on_command(new)
+        elif target.get("kind") == "Queue":
+            self.queues.on_command(new)

@@ -160,16 +160,22 @@ def exit_code(pod: Obj) -> int:
     return int(terminated.get("exitCode") or 0)
 
 
+def command_target(cmd: Obj) -> Obj:
+    """The object a Command acts on: its ``target`` (Go's ``TargetObject``, an owner reference)."""
+    target = cmd.get("target") or cmd.get("targetObject") or {}
+    return target if isinstance(target, dict) else {}
+
+
 def is_job_command(cmd: Obj) -> bool:
     """The Commands this controller executes (others are the queue controller's)."""
-    target = cmd.get("targetObject") or {}
+    target = command_target(cmd)
     return bool(target.get("apiVersion") == JOB_API and target.get("kind") == "Job")
 
 
 def command_step(cmd: Obj, job: Obj | None) -> tuple[list[Effect], Request]:
     """Execute a Command once: delete it, note it on the job, queue a request with its action."""
     ns = namespace_of(cmd)
-    target = str((cmd.get("targetObject") or {}).get("name") or "")
+    target = str(command_target(cmd).get("name") or "")
     action = str(cmd.get("action") or "")
     effects: list[Effect] = [
         Delete(str(cmd.get("apiVersion") or "bus.volcano.sh/v1alpha1"), "Command", ns, name_of(cmd))

@@ -1,8 +1,9 @@
 """Killing a job's pods: the whole job (by retain rule) or one target (task, pod, partition).
 
 Each killed pod is first marked out-of-sync (so its later events are not read as failures) and
-then deleted.  The counts written afterwards hold only what the kill saw: killed and already
-terminating pods as ``terminating``; retained pods are not counted (the next sync recounts).
+then deleted.  The counts written afterwards hold what the kill saw: killed and already
+terminating pods as ``terminating``; on a whole-job kill, retained (finished) pods by their phase,
+as Volcano's killJob counts them (so a Completed job still shows its succeeded pods).
 A whole-job kill bumps ``status.version`` (pods of older versions no longer trigger policies) and
 deletes the PodGroup; a targeted kill keeps the PodGroup so the scheduler need not re-admit the job.
 Plugins' clean-up hooks run on every kill, before the status is written, as in Volcano.
@@ -64,6 +65,8 @@ def _whole_job(view: JobView, retain: frozenset[str], tally: st.Tally) -> list[O
             tally.counts["terminating"] += 1
         elif phase_of(pod) not in keep:
             victims.append(pod)
+        else:
+            tally.add(pod)  # retained: counted by phase, as Volcano's killJob does
     return victims
 
 
