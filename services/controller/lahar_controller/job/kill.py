@@ -11,12 +11,12 @@ Plugins' clean-up hooks run on every kill, before the status is written, as in V
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime
 
 from lahar_controller.job import status as st
 from lahar_controller.job.context import Context, Outcome, UpdateFn
 from lahar_controller.job.effects import Annotate, Delete, Effect, UpdateStatus, delete_of
+from lahar_controller.job.jsoncopy import copy_json
 from lahar_controller.job.names import OUT_OF_SYNC, PARTITION_ID
 from lahar_controller.job.view import (
     JobView,
@@ -73,7 +73,7 @@ def _whole_job(view: JobView, retain: frozenset[str], tally: st.Tally) -> list[O
 def kill_pods(
     view: JobView, retain: frozenset[str], target: Target | None, update: UpdateFn | None, ctx: Context
 ) -> Outcome:
-    job = copy.deepcopy(view.job)
+    job = copy_json(view.job)
     if meta(job).get("deletionTimestamp"):
         return Outcome(job)  # being deleted: garbage collection finishes it
     tally = st.Tally()

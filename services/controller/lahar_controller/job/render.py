@@ -13,6 +13,7 @@ caller passes what is needed (the job's existing PodGroup, the PriorityClass val
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -188,7 +189,24 @@ def _task_minimums_first(ordered: list[Mapping[str, Any]], needed: int) -> Usage
 
 
 def min_resources(job: Mapping[str, Any], priority_classes: Mapping[str, int]) -> dict[str, str]:
-    """The resources of the ``minAvailable`` pods the gang starts with (Volcano's rule)."""
+    """The resources of the ``minAvailable`` pods the gang starts with (Volcano's rule).
+
+    Every sync of every job asks for this, and it walks every container of every task: it is
+    computed once per distinct (tasks, minAvailable, priorities) and remembered (a profile of
+    1,000 Jobs put a quarter of the controller's time here)."""
+    spec = _spec(job)
+    key = msgspec.json.encode([spec.get("tasks"), spec.get("minAvailable"), sorted(priority_classes.items())])
+    return dict(_min_resources_of(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _min_resources_of(key: bytes) -> dict[str, str]:
+    tasks_raw, min_available, priorities = msgspec.json.decode(key)
+    job = {"spec": {"tasks": tasks_raw, "minAvailable": min_available}}
+    return _min_resources(job, dict(priorities))
+
+
+def _min_resources(job: Mapping[str, Any], priority_classes: Mapping[str, int]) -> dict[str, str]:
     ordered = _by_priority(job, priority_classes)
     job_min = _int(_spec(job).get("minAvailable"))
     sum_task_min = sum(m if (m := task_min_available(t)) is not None else replicas(t) for t in tasks(job))

@@ -7,11 +7,11 @@ maps are omitted, as Go's ``omitempty`` does, so two statuses compare equal when
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lahar_controller.job.jsoncopy import copy_json
 from lahar_controller.job.names import TASK_SPEC
 from lahar_controller.job.view import Obj, annotations_of, phase_of, spec, tasks
 
@@ -118,7 +118,8 @@ def same(a: Obj, b: Obj) -> bool:
 
 def copied(job: Obj) -> Obj:
     """A deep copy of the job's status (never None)."""
-    return copy.deepcopy(job.get("status") or {})
+    status: Obj = copy_json(job.get("status") or {})
+    return status
 
 
 def go_duration(seconds: float) -> str:

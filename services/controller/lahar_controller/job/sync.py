@@ -10,7 +10,6 @@ before that the phase rule reads the counts already stored.  Afterwards: missing
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -19,6 +18,7 @@ from lahar_controller.job import status as st
 from lahar_controller.job.context import Context, Outcome, UpdateFn
 from lahar_controller.job.deps import depends_on_met
 from lahar_controller.job.effects import Create, Delete, Effect, JobError, Update, UpdateStatus, event_about
+from lahar_controller.job.jsoncopy import copy_json
 from lahar_controller.job.names import JOB_FORWARDING
 from lahar_controller.job.view import (
     JobView,
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 
 def sync_job(view: JobView, update: UpdateFn | None, ctx: Context) -> Outcome:
-    job = copy.deepcopy(view.job)
+    job = copy_json(view.job)
     if meta(job).get("deletionTimestamp"):
         return Outcome(job)
     before = st.copied(job)
@@ -67,7 +67,7 @@ def sync_job(view: JobView, update: UpdateFn | None, ctx: Context) -> Outcome:
 def _failed(job: Obj, before: Obj, effects: list[Effect], exc: JobError) -> Outcome:
     """Stop part-way; what was set up so far (the first Pending, plugin marks) is still recorded."""
     if not st.same(job.get("status") or {}, before):
-        effects.append(UpdateStatus(copy.deepcopy(job)))
+        effects.append(UpdateStatus(copy_json(job)))
     return Outcome(job, effects, str(exc))
 
 
@@ -107,7 +107,7 @@ def _prepare(job: Obj, ctx: Context, effects: list[Effect], forwarding: bool) ->
             _guard(job, effects, "PluginError", "Execute plugin when job add failed", ctx.render.on_job_update)
         )
     if changed_spec:
-        effects.append(Update(copy.deepcopy(job)))
+        effects.append(Update(copy_json(job)))
     effects.extend(_guard(job, effects, "PodGroupError", "Failed to create PodGroup", lambda j: _podgroup(j, ctx)))
 
 
@@ -166,7 +166,7 @@ def _pvc(job: Obj, name: str, claim: Obj) -> Obj:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": namespace_of(job), "ownerReferences": [render.owner_ref(job)]},
-        "spec": copy.deepcopy(claim),
+        "spec": copy_json(claim),
     }
 
 
@@ -222,10 +222,10 @@ def _delete_pod(pod: Obj) -> Effect:
 
 def _new_status(job: Obj, tally: st.Tally) -> Obj:
     old = job.get("status") or {}
-    status: Obj = {"state": copy.deepcopy(old.get("state") or {})}
+    status: Obj = {"state": copy_json(old.get("state") or {})}
     tally.write(status)
     status["minAvailable"] = int(spec(job).get("minAvailable") or 0)
     for key in ("version", "controlledResources", "conditions", "retryCount", "runningDuration"):
         if key in old:
-            status[key] = copy.deepcopy(old[key])
+            status[key] = copy_json(old[key])
     return status
