@@ -57,3 +57,12 @@ def test_case(path: Path) -> None:
 
     result = run_case(path)
     assert result.passed, "\n".join(result.differences)
+
+
+def test_lahar_conformance_runs_the_controller_corpus() -> None:
+    """``lahar conformance`` runs controller cases like scheduler and admission ones."""
+    out = subprocess.run(
+        [sys.executable, "-m", "lahar", "conformance", str(CASES)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "187 passed, 0 failed"

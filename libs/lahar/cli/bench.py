@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     s.add_argument("--output", choices=("text", "json"), default="text")
     s.set_defaults(handler=bench_scheduler)
     # Benchmarks of other parts register themselves here when their modules provide register_bench.
-    for module in ("lahar.cli.benchsim", "lahar.cli.admission", "lahar.e2e.bench"):
+    for module in ("lahar.cli.benchsim", "lahar.cli.admission", "lahar.e2e.bench", "lahar.e2e.controller_bench"):
         try:
             mod = importlib.import_module(module)
         except ImportError:

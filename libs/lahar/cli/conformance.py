@@ -1,4 +1,5 @@
-"""``lahar conformance``: run conformance case files (scheduler and admission) and report."""
+"""``lahar conformance``: run conformance case files (scheduler, admission and controller) and
+report."""
 
 from __future__ import annotations
 
@@ -48,7 +49,12 @@ def run_file(path: Path, seed: int) -> tuple[str, bool, list[str]]:
 
         a = run_admission(doc, text)
         return a.name, a.passed, a.differences
-    return path.stem, False, ["not a conformance case (no schedulerConf/objects or request/expect)"]
+    from lahar_controller.conformance import is_controller_case, run_doc
+
+    if is_controller_case(doc):
+        c = run_doc(doc, path.stem)
+        return c.name, c.passed, c.differences
+    return path.stem, False, ["not a conformance case (no schedulerConf/objects, request/expect or area/step/expect)"]
 
 
 def run(args: argparse.Namespace) -> int:

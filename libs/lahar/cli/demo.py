@@ -90,7 +90,65 @@ async def _demo(stack: Any, args: argparse.Namespace) -> int:
     await kube.close()
     ok = len(tracker.bound) >= fits
     _summary(tracker, stack, reason, fits)
-    return 0 if ok else 1
+    completed = await _volcano_job(stack, args.timeout)
+    return 0 if ok and completed else 1
+
+
+def volcano_job() -> dict[str, Any]:
+    """A Volcano Job as users write them: a master and 3 workers started together (gang), the
+    ``svc`` plugin (a headless Service and hosts for every task) and ``env`` (task indexes); the
+    emulator's kubelet ends each pod after 3 s, so the job completes."""
+    finish = {"sim.lahar.io/run-seconds": "3"}
+
+    def task(name: str, replicas: int) -> dict[str, Any]:
+        container = {"name": name, "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        return {
+            "name": name,
+            "replicas": replicas,
+            "template": {
+                "metadata": {"annotations": finish},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+            },
+        }
+
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "mpi-demo", "namespace": "demo"},
+        "spec": {
+            "minAvailable": 4,
+            "schedulerName": "volcano",
+            "queue": "research",
+            "plugins": {"svc": [], "env": []},
+            "tasks": [task("master", 1), task("worker", 3)],
+        },
+    }
+
+
+async def _volcano_job(stack: Any, timeout: float) -> bool:
+    """Submit the Volcano Job and print its phases until it completes."""
+    from lahar.adapters.kube import KubeClient, KubeConfig
+
+    kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+    try:
+        print("\nSubmitting a Volcano Job (batch.volcano.sh/v1alpha1): mpi-demo, 1 master + 3 workers, svc and env:")
+        await kube.create("jobs", "demo", volcano_job())
+        started, seen = time.monotonic(), ""
+        while time.monotonic() - started < timeout:
+            job = json.loads(await kube.get("jobs", "demo", "mpi-demo"))
+            status = job.get("status") or {}
+            phase = (status.get("state") or {}).get("phase") or "Pending"
+            if phase != seen:
+                seen = phase
+                counts = ", ".join(f"{k} {status.get(k, 0)}" for k in ("pending", "running", "succeeded", "failed"))
+                print(f"  {time.monotonic() - started:5.1f}s  {phase:<10} ({counts})")
+            if phase in ("Completed", "Failed", "Aborted", "Terminated"):
+                return phase == "Completed"
+            await asyncio.sleep(0.25)  # refresh rate of the phase display
+        print(f"  mpi-demo did not complete within {timeout:.0f}s (last phase {seen})")
+        return False
+    finally:
+        await kube.close()
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:

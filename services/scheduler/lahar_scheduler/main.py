@@ -59,6 +59,8 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
     )
     ctx.health.add_check("snapshot", svc.ready.is_set)
     ctx.health.add_check("campaigning", svc.campaigning.is_set)  # ready only once the lease bucket is usable
+    # A new leader is not ready while it settles (older decisions queued, reports or deltas unread).
+    ctx.health.add_check("settled", lambda: not svc.settling)
     ctx.health.set_ready(True)
     try:
         await svc.run(ctx.stopping)

@@ -348,6 +348,7 @@ class SchedulerService:
                 logged = time.monotonic()
                 log.warning("epoch %d: not scheduling yet (%.0f s): %s", fence, logged - started, self.settling)
             await asyncio.sleep(0.05)  # polling interval of a settle that is still waiting
+        self.settling = ""  # no longer leading: nothing to settle
         return False
 
     async def _unsettled(self) -> str:

@@ -88,14 +88,22 @@ def run_area(path: Path) -> str:
     return str(case.get("area", "")) if isinstance(case, dict) else ""
 
 
+def is_controller_case(doc: object) -> bool:
+    return isinstance(doc, dict) and "area" in doc and "step" in doc and "expect" in doc
+
+
 def run_case(path: Path) -> Result:
     case = safeyaml.load(path.read_text(), str(path))
+    return run_doc(case, path.stem)
+
+
+def run_doc(case: dict[str, Any], name: str) -> Result:
     area = str(case.get("area", ""))
     check = checker(area)
     if check is None:
-        return Result(path.stem, area, False, [f"no runner for area {area!r} yet (issue 9)"])
+        return Result(name, area, False, [f"no runner for area {area!r} yet (issue 9)"])
     try:
         differences = check(case)
     except Exception as exc:  # a runner bug is a failed case, reported with the rest
         differences = [f"the runner raised {type(exc).__name__}: {exc}"]
-    return Result(path.stem, area, True, differences)
+    return Result(str(case.get("name", name)), area, True, differences)
