@@ -272,6 +272,68 @@ async def test_a_bare_pod_for_our_scheduler_gets_a_podgroup_and_runs(
     assert made["metadata"]["ownerReferences"][0]["kind"] == "Pod"
 
 
+async def test_a_dependent_task_starts_only_once_the_task_it_depends_on_runs(
+    stack: LocalStack, kube: KubeClient, ns: str
+) -> None:
+    first = template()
+    first["spec"]["nodeSelector"] = {"e2e/dependency": ns}  # no node has it yet: the pod waits
+    tasks = [
+        {"name": "a", "replicas": 1, "minAvailable": 1, "template": first},
+        {"name": "b", "replicas": 2, "dependsOn": {"name": ["a"]}, "template": template()},
+    ]
+    await kube.create("jobs", ns, volcano_job(ns, "ordered", tasks, minAvailable=1))
+
+    async def a_waiting() -> bool:  # the sync that created a's pod also looked at b
+        job = await get(kube, "jobs", ns, "ordered")
+        return int(((job or {}).get("status") or {}).get("pending") or 0) == 1
+
+    await poll(a_waiting, timeout=20)
+    assert sorted(await pods_of(kube, ns)) == ["ordered-a-0"]
+    nodes, _ = await kube.list("nodes")
+    await kube.patch("nodes", "", nodes[0].meta.name, {"metadata": {"labels": {"e2e/dependency": ns}}})
+
+    async def b_created() -> dict[str, Obj] | None:
+        pods = await pods_of(kube, ns)
+        return pods if "ordered-b-0" in pods else None
+
+    pods: dict[str, Obj] = await poll(b_created, timeout=20)
+    assert pods["ordered-a-0"]["status"]["phase"] == "Running"
+    await reach(kube, ns, "ordered", "Running")
+
+
+async def test_pods_of_a_workload_share_one_podgroup_with_its_min_member(
+    stack: LocalStack, kube: KubeClient, ns: str
+) -> None:
+    spec = {**template()["spec"], "schedulerName": "volcano", "restartPolicy": "Always"}
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": ns, "annotations": {"scheduling.volcano.sh/group-min-member": "2"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+        },
+    }
+    owner = json.loads(await kube.create("replicasets", ns, replicaset))
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner["metadata"]["uid"]}
+    for i in range(2):  # the emulator runs no ReplicaSet controller: its pods, as it would make them
+        meta: Obj = {"name": f"web-{i}", "namespace": ns, "labels": {"app": "web"}}
+        meta["ownerReferences"] = [{**ref, "controller": True, "blockOwnerDeletion": True}]
+        await kube.create("pods", ns, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+    async def both_running() -> dict[str, Obj] | None:
+        pods = await pods_of(kube, ns)
+        running = [p for p in pods.values() if (p.get("status") or {}).get("phase") == "Running"]
+        return pods if len(running) == 2 else None
+
+    pods: dict[str, Obj] = await poll(both_running, timeout=20)
+    group = f"podgroup-{owner['metadata']['uid']}"
+    assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods.values()} == {group}
+    made = await get(kube, "podgroups", ns, group)
+    assert made is not None and made["spec"]["minMember"] == 2  # the owner's annotation, read from the mirror
+
+
 EXAMPLES = Path(__file__).parents[1] / "admission" / "examples" / "example"  # ../shared/volcano-examples
 # Refused by admission (examples/README.md): duplicate policy event, duplicate task name,
 # minAvailable above the replicas, and `priorityClass` (not a PodSpec field) in elastic-job.

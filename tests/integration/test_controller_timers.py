@@ -141,3 +141,38 @@ async def test_a_policy_timeout_fires_its_action_when_the_time_is_up(
         await poll(aborted, timeout=10)
         assert datetime.now(UTC) - seen >= timedelta(seconds=0.9)  # not before its timeout
     await kube.close()
+
+
+async def test_a_job_whose_step_keeps_failing_is_retried_then_terminated(
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
+) -> None:
+    kube = kube_for(sim.url)
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await s.cache()
+        await s.controller(max_requeue=3)
+        ns = await _namespace(kube)
+        job = {  # no admission here to refuse it: its queue does not exist, so every sync fails
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "lost", "namespace": ns},
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": "nowhere",
+                "tasks": [{"name": "t", "replicas": 1, "template": _template()}],
+            },
+        }
+        await kube.create("jobs", ns, job)
+
+        async def terminated() -> bool:
+            got = await _get(kube, "jobs", ns, "lost")
+            return (((got or {}).get("status") or {}).get("state") or {}).get("phase") == "Terminated"
+
+        await poll(terminated, timeout=15, interval=0.05)
+        items, _ = await kube.list("events")
+        messages = [json.loads(i.raw)["message"] for i in items if i.meta.namespace == ns]
+        assert "Job failed on action SyncJob for retry limit reached" in messages, messages
+        requests = s.running[-1].service.metrics.registry.get_sample_value(
+            "lahar_controller_requests_total", {"controller": "jobs", "outcome": "retried"}
+        )
+        assert requests is not None and requests >= 3
+    await kube.close()

@@ -35,8 +35,11 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     kube = KubeClient(KubeConfig.load(opts.kubeconfig_path()))
     campaigning = asyncio.Event()  # ready only once the lease bucket is usable
     ctx.health.add_check("campaigning", campaigning.is_set)
-    ctx.health.set_ready(True)  # a standby is ready (it waits its turn); so is a leader
+    ctx.health.set_ready(True)
     elections: list[LeaderElection] = []
+    current: list[ControllerService] = []
+    # A standby is ready (it waits its turn); a leader once it follows the cluster.
+    ctx.health.add_check("following", lambda: not current or current[-1].ready.is_set())
 
     async def act(ended: asyncio.Event, fence: int) -> None:
         await mirror.record_epoch("controller", fence)
@@ -51,7 +54,11 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
             own=owned_streams(names, "controller"),
             identity=opts.replica(),
         )
-        await svc.run(either(ended, ctx.stopping))
+        current[:] = [svc]
+        try:
+            await svc.run(either(ended, ctx.stopping))
+        finally:
+            current.clear()
 
     try:
         await lead(
