@@ -31,7 +31,19 @@ status writes included: a sync that changes nothing writes nothing, and the Succ
 needs that second sync), and when a Job it controls changes (:func:`flow_key_of_job`).  Sync a
 template when it is added and when a Job made from it is added (:func:`template_key_of_job`).
 ``plan.phase`` against ``plan.previous`` says when a flow reached Succeed or Failed (Volcano counts
-both in metrics).
+both in metrics).  The calls a plan asks for: create and delete ``jobs``, update
+``jobflows/status`` and ``jobtemplates/status``, create ``events``; the objects it reads:
+``jobflows``, ``jobtemplates`` and ``jobs``, from the mirror like every other kind.
+
+A sketch of the worker, keyed by ``<ns>/<flow>``::
+
+    flow = world.get("jobflows", key)
+    if flow is not None:
+        ns = key.partition("/")[0]
+        plan = sync_flow(flow, world.in_namespace("jobtemplates", ns), world.in_namespace("jobs", ns), clock())
+        done = await writer.run(plan.effects)
+        if done.error or plan.error:
+            raise Retry(done.error or plan.error)
 """
 
 from __future__ import annotations
