@@ -1,4 +1,4 @@
-"""The queue, PodGroup, TTL and CronJob rules of the controller are pure: no network, bus,
+"""The queue, PodGroup, TTL, CronJob and JobFlow rules of the controller are pure: no network, bus,
 cluster or event-loop library, and no clock (``now`` is always a parameter)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import lahar_controller
 
-PURE = ("queues", "podgroups", "ttl", "cron", "cronschedule", "kubetime")
+PURE = ("queues", "podgroups", "ttl", "cron", "cronschedule", "kubetime", "flow")
 FORBIDDEN = ("nats", "redis", "kubernetes", "asyncio", "socket", "httpx", "aiohttp", "opentelemetry", "time", "os")
 CLOCKS = ("now", "utcnow", "today", "time", "monotonic")
 ROOT = Path(lahar_controller.__file__).parent
