@@ -86,6 +86,8 @@ def _generate(kubeconfig: str, jobs: int, replicas: int, report: Any) -> None:
 
 async def _count(kube: Any, kind: str, want: int, seen: dict[str, float]) -> None:
     """Record when each object of ``kind`` in the namespace first appears, until ``want`` have."""
+    from lahar.adapters.kube import KubeError
+
     while len(seen) < want:
         try:
             items, rv = await kube.list(kind)
@@ -101,7 +103,7 @@ async def _count(kube: Any, kind: str, want: int, seen: dict[str, float]) -> Non
                     seen.setdefault(meta["name"], time.monotonic())
                 if len(seen) >= want:
                     return
-        except OSError:
+        except (OSError, KubeError):  # a broken or expired watch: list again
             await asyncio.sleep(0.1)  # a retry delay after a broken watch
 
 
