@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/lahar bench e2e --nodes 1000 --jobs 500 --tasks-per-job 20
 	$(BIN)/lahar bench sim
 	$(BIN)/lahar bench admission
+	$(BIN)/lahar bench controller --jobs 1000 --pods-per-job 10
 
 # Every fault scenario on the whole system (about 15 minutes); `lahar chaos --fast` runs the few
 # that `make test` also runs.
