@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from lahar.api.quantity import parse_quantity
+from lahar.api.quantity import QuantityError, parse_quantity
 
 ResourceList = dict[str, Fraction]
 _COMPUTE = ("cpu", "memory", "ephemeral-storage")
@@ -29,9 +29,20 @@ _FINISHED = frozenset({"Succeeded", "Failed"})
 
 
 def _list(raw: Any) -> ResourceList:
+    out: ResourceList = {}
     if not isinstance(raw, Mapping):
-        return {}
-    return {str(k): parse_quantity(v) for k, v in raw.items()}
+        return out
+    for name, value in raw.items():
+        try:
+            out[str(name)] = parse_quantity(value)
+        except QuantityError:
+            continue  # the API server refuses such a pod; here it simply counts for nothing
+    return out
+
+
+def resource_list(raw: Any) -> ResourceList:
+    """A ResourceList's quantities; an invalid one is left out."""
+    return _list(raw)
 
 
 def _add(into: ResourceList, more: Mapping[str, Fraction]) -> None:
