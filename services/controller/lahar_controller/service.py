@@ -1,5 +1,5 @@
-"""The controller service: Volcano's job, queue, podgroup, garbage-collector (TTL) and cronjob
-controllers, as one process.
+"""The controller service: Volcano's job, queue, podgroup, garbage-collector (TTL), cronjob and
+jobflow/jobtemplate controllers, as one process.
 
 It follows the cluster like the scheduler (``Follower``: the mirror at S, the CLUSTER stream from
 S+1, gaps and replaced streams reloaded, bad deltas dead-lettered) into a ``World`` that hands
@@ -30,6 +30,7 @@ from lahar.wire.names import Names
 from lahar_controller.job.handlers import command_target, is_job_command
 from lahar_controller.job.view import Obj
 from lahar_controller.shell.cron import CronController
+from lahar_controller.shell.flows import FlowController
 from lahar_controller.shell.jobs import JobController
 from lahar_controller.shell.metrics import Metrics
 from lahar_controller.shell.plain import PlainPodGroups
@@ -56,6 +57,8 @@ KINDS = (
     "pods",
     "commands",
     "cronjobs",
+    "jobtemplates",
+    "jobflows",
 )
 
 
@@ -90,6 +93,7 @@ class ControllerService:
         self.podgroups = PlainPodGroups(*args)
         self.ttl = TTLController(*args, clock)
         self.cron = CronController(*args, clock)
+        self.flows = FlowController(*args, clock)
         self.world.listen("commands", self._on_command)
         self.follower = Follower(
             js,
@@ -114,6 +118,7 @@ class ControllerService:
             "podgroups": self.podgroups.pool.run(),
             "ttl": self.ttl.pool.run(),
             "cronjobs": self.cron.pool.run(),
+            "jobflows": self.flows.pool.run(),
         }
         await supervised(stop.wait(), loops)
 
