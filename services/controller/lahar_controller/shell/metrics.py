@@ -1,4 +1,4 @@
-"""The controller's metrics (one set per registry: the service object is made anew each term)."""
+"""The controller's metrics (one set per registry)."""
 
 from __future__ import annotations
 
