@@ -198,6 +198,7 @@ class ControllerService:
         self.world.apply(delta)
 
     def _flush(self) -> None:
+        self.metrics.world_seq.set(self.follower.seq)
         if self.acting is not None:
             self.acting.jobs.flush()
 

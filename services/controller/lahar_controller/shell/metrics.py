@@ -27,6 +27,11 @@ class Metrics(ServiceMetrics):
         self.seconds = Histogram(
             "lahar_controller_request_seconds", "Time to handle one work item", ["controller"], registry=registry
         )
+        self.world_seq = Gauge(
+            "lahar_controller_world_seq",
+            "The CLUSTER stream sequence this replica's world reflects (standbys follow too)",
+            registry=registry,
+        )
         self.waiting = Gauge(
             "lahar_controller_pending_keys", "Keys with work waiting", ["controller"], registry=registry
         )
