@@ -36,6 +36,7 @@ PATHS = (
     "/queues/validate",
     "/hypernodes/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 TIMEOUT_SECONDS = 10
 OUT = Path(__file__).with_name("admission-webhooks.yaml")

@@ -3,7 +3,7 @@ scheduler, binder as processes, real NATS and Valkey): a Job gets its PodGroup, 
 plugins' objects, is scheduled, runs, completes and is deleted after its TTL; a failing pod
 restarts the job up to maxRetry, then it fails; `lahar job suspend`/`resume` abort and resume it;
 a closed queue passes Closing → Closed and admission then refuses Jobs in it; a bare pod for our
-scheduler gets a PodGroup and runs."""
+scheduler gets a PodGroup and runs; Volcano's JobFlow example runs its Jobs in DAG order."""
 
 from __future__ import annotations
 
@@ -332,6 +332,79 @@ async def test_pods_of_a_workload_share_one_podgroup_with_its_min_member(
     assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods.values()} == {group}
     made = await get(kube, "podgroups", ns, group)
     assert made is not None and made["spec"]["minMember"] == 2  # the owner's annotation, read from the mirror
+
+
+JOBFLOW = Path(__file__).parents[1] / "admission" / "examples" / "example" / "jobflow"
+
+
+def _flow_example(ns: str) -> tuple[list[Obj], Obj]:
+    """Volcano's example/jobflow, in ``ns``; a test copy: each template's pods get a run time (the
+    example's pods run ``sleep 10s``, which the emulator does not execute)."""
+    templates = list(yaml.safe_load_all((JOBFLOW / "JobTemplate.yaml").read_text()))
+    for doc in templates:
+        doc["metadata"]["namespace"] = ns
+        for task in doc["spec"]["tasks"]:
+            task["template"]["metadata"].setdefault("annotations", {})[RUN] = "0.5"
+    flow = yaml.safe_load((JOBFLOW / "JobFlow.yaml").read_text())
+    flow["metadata"]["namespace"] = ns
+    return templates, flow
+
+
+async def test_the_jobflow_example_runs_its_jobs_in_dag_order_and_succeeds(
+    stack: LocalStack, kube: KubeClient, ns: str
+) -> None:
+    templates, flow = _flow_example(ns)
+    for doc in templates:
+        await kube.create("jobtemplates", ns, doc)
+    started = time.monotonic()
+    await kube.create("jobflows", ns, flow)
+    name = flow["metadata"]["name"]
+    needs = {
+        f"{name}-{s['name']}": {f"{name}-{t}" for t in (s.get("dependsOn") or {}).get("targets") or []}
+        for s in flow["spec"]["flows"]
+    }
+    seen: list[str] = []  # Jobs in the order they appeared
+
+    async def succeeded() -> Obj | None:
+        items, _ = await kube.list("jobs")
+        jobs = {i.meta.name: json.loads(i.raw) for i in items if i.meta.namespace == ns}
+        for job in sorted(set(jobs) - set(seen)):
+            # the API is ahead of what the controller saw: its dependencies must be Completed now
+            phases = {dep: phase_of(jobs.get(dep)) for dep in needs[job]}
+            assert set(phases.values()) <= {"Completed"}, f"{job} created while {phases}"
+            seen.append(job)
+        got = await get(kube, "jobflows", ns, name)
+        return got if phase_of(got) == "Succeed" else None
+
+    try:
+        done: Obj = await poll(succeeded, timeout=60, interval=0.05)
+    except AssertionError as exc:
+        got = await get(kube, "jobflows", ns, name)
+        raise AssertionError(f"{exc}; flow status {json.dumps((got or {}).get('status'))}; seen {seen}") from None
+    took = time.monotonic() - started
+    assert set(seen) == set(needs), seen
+    assert seen.index(f"{name}-a") < seen.index(f"{name}-b") < min(seen.index(f"{name}-c"), seen.index(f"{name}-d"))
+    assert seen[-1] == f"{name}-e"
+    assert sorted(done["status"]["completedJobs"]) == sorted(needs)
+    # jobRetainPolicy: delete — once Succeed, the flow's Jobs go
+    await poll(lambda: _no_jobs(kube, ns), timeout=15, interval=0.1)
+    template_a = await get(kube, "jobtemplates", ns, "a")
+    assert (template_a or {}).get("status", {}).get("jobDependsOnList") == [f"{name}-a"]
+    print(f"\nJobFlow of 5 steps (4 levels) create → Succeed {took:.2f} s")
+
+
+async def test_a_jobflow_that_is_not_a_dag_is_refused(stack: LocalStack, kube: KubeClient, ns: str) -> None:
+    _, flow = _flow_example(ns)
+    flow["metadata"]["name"] = "cyclic"
+    flow["spec"]["flows"][0]["dependsOn"] = {"targets": ["e"]}  # a → … → e → a
+    with pytest.raises(KubeError) as refused:
+        await kube.create("jobflows", ns, flow)
+    assert "not DAG" in str(refused.value), refused.value
+
+
+async def _no_jobs(kube: KubeClient, ns: str) -> bool:
+    items, _ = await kube.list("jobs")
+    return not [i for i in items if i.meta.namespace == ns]
 
 
 EXAMPLES = Path(__file__).parents[1] / "admission" / "examples" / "example"  # ../shared/volcano-examples

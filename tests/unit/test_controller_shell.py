@@ -206,6 +206,23 @@ def test_a_listener_that_fails_is_counted_and_the_others_still_hear() -> None:
     assert registry.get_sample_value("lahar_controller_bad_deltas_total", {"why": "listener"}) == 1
 
 
+def test_a_warm_world_is_replayed_to_a_new_term_and_a_deposed_terms_listeners_hear_nothing() -> None:
+    world = World(["queues", "pods"], metrics().bad)
+    world.apply(_delta("ADDED", "pods", _obj("p", "1")))
+    world.apply(_delta("ADDED", "queues", _obj("q", "1")))
+    first: list[tuple[bool, str]] = []
+    world.listen("pods", lambda old, new: first.append((old is None, (new or {})["metadata"]["name"])))
+    world.listen("queues", lambda old, new: first.append((old is None, (new or {})["metadata"]["name"])))
+    world.index_by_namespace("pods")  # asked for after the objects arrived
+    assert [p["metadata"]["name"] for p in world.in_namespace("pods", "ns")] == ["p"]
+    world.replay()
+    assert first == [(True, "q"), (True, "p")]  # additions, kind by kind in the world's order
+    world.forget_listeners()
+    world.apply(_delta("MODIFIED", "pods", _obj("p", "2")))
+    assert len(first) == 2
+    assert world.get("pods", "ns/p") == _obj("p", "2")  # the world follows on
+
+
 def test_a_delta_that_is_not_an_object_raises_for_the_follower_to_dead_letter() -> None:
     world = World(["queues"], metrics().bad)
     bad = Delta(kind="queues", op="ADDED", key="q", rv="1", obj=msgspec.Raw(b"[1, 2]"))

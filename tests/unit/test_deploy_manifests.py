@@ -82,6 +82,8 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "statefulsets",
             "daemonsets",
             "batchjobs",
+            "jobflows",
+            "jobtemplates",
         )
     },
     "binder": {
@@ -106,6 +108,8 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
         ("delete", "jobs"),
         ("update", "cronjobs/status"),
         ("delete", "commands"),
+        ("update", "jobflows/status"),
+        ("update", "jobtemplates/status"),
         ("create", "queues"),
         ("patch", "queues"),
         ("patch", "queues/status"),

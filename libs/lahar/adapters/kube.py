@@ -77,6 +77,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("jobs", "batch.volcano.sh/v1alpha1", True),
         Resource("commands", "bus.volcano.sh/v1alpha1", True),
         Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
+        Resource("jobflows", "flow.volcano.sh/v1alpha1", True),
+        Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
         Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )

@@ -45,6 +45,7 @@ ADMISSION_PATHS = (
     "/queues/validate",
     "/hypernodes/validate",
     "/cronjobs/validate",
+    "/jobflows/validate",
 )
 
 

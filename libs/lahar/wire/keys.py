@@ -26,6 +26,9 @@ KINDS = (
     "statefulsets",
     "daemonsets",
     "batchjobs",
+    # JobFlows and the JobTemplates their steps name
+    "jobflows",
+    "jobtemplates",
 )
 
 

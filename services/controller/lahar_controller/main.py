@@ -1,4 +1,4 @@
-"""The controller service process: one replica acts, by leader election."""
+"""The controller service process: every replica follows the cluster; one acts, by leader election."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from lahar.adapters.mirror import Mirror
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.service.supervise import supervised
 from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
 from lahar_controller.service import ControllerService
@@ -37,42 +38,38 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
     ctx.health.add_check("campaigning", campaigning.is_set)
     ctx.health.set_ready(True)
     elections: list[LeaderElection] = []
-    current: list[ControllerService] = []
+    # One world per process, followed by every replica: a standby takes over warm.
+    svc = ControllerService(
+        kube,
+        nc.jetstream(),
+        mirror,
+        names,
+        ctx.registry,
+        may_write=lambda: bool(elections) and elections[0].is_leader,
+        own=owned_streams(names, "controller"),
+        identity=opts.replica(),
+    )
     # A standby is ready (it waits its turn); a leader once it follows the cluster.
-    ctx.health.add_check("following", lambda: not current or current[-1].ready.is_set())
+    ctx.health.add_check("following", lambda: svc.acting is None or svc.ready.is_set())
 
     async def act(ended: asyncio.Event, fence: int) -> None:
         await mirror.record_epoch("controller", fence)
-        election = elections[0]
-        svc = ControllerService(
-            kube,
-            nc.jetstream(),
-            mirror,
-            names,
-            ctx.registry,
-            may_write=lambda: election.is_leader,
-            own=owned_streams(names, "controller"),
-            identity=opts.replica(),
-        )
-        current[:] = [svc]
-        try:
-            await svc.run(either(ended, ctx.stopping))
-        finally:
-            current.clear()
+        await svc.act(either(ended, ctx.stopping))
 
+    campaign = lead(
+        nc.jetstream(),
+        names,
+        "controller",
+        opts.replica(),
+        opts.leader_ttl,
+        ctx.stopping,
+        act,
+        campaigning,
+        epoch_floor=mirror.epoch_floor,
+        on_start=elections.append,
+    )
     try:
-        await lead(
-            nc.jetstream(),
-            names,
-            "controller",
-            opts.replica(),
-            opts.leader_ttl,
-            ctx.stopping,
-            act,
-            campaigning,
-            epoch_floor=mirror.epoch_floor,
-            on_start=elections.append,
-        )
+        await supervised(campaign, {"follow": svc.follow()})
     finally:
         await kube.close()
         await nc.close()

@@ -20,6 +20,8 @@ KIND_RESOURCES: dict[tuple[str, str], str] = {
     ("batch.volcano.sh/v1alpha1", "Job"): "jobs",
     ("batch.volcano.sh/v1alpha1", "CronJob"): "cronjobs",
     ("bus.volcano.sh/v1alpha1", "Command"): "commands",
+    ("flow.volcano.sh/v1alpha1", "JobFlow"): "jobflows",
+    ("flow.volcano.sh/v1alpha1", "JobTemplate"): "jobtemplates",
 }
 
 # (verb, resource[/subresource]); verbs as RBAC spells them (PUT is "update").
@@ -44,6 +46,9 @@ CALLS: frozenset[tuple[str, str]] = frozenset(
         ("update", "cronjobs/status"),
         # Commands are executed once: deleted first
         ("delete", "commands"),
+        # JobFlows and JobTemplates: their status (a flow's Jobs are created and deleted above)
+        ("update", "jobflows/status"),
+        ("update", "jobtemplates/status"),
         # queues: the standard ones created, parent and closed-by-parent marks, states and counts
         ("create", "queues"),
         ("patch", "queues"),

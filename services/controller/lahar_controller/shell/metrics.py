@@ -1,4 +1,4 @@
-"""The controller's metrics (one set per registry: the service object is made anew each term)."""
+"""The controller's metrics (one set per registry)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ class Metrics(ServiceMetrics):
         )  # fmt: skip
         self.seconds = Histogram(
             "lahar_controller_request_seconds", "Time to handle one work item", ["controller"], registry=registry
+        )
+        self.world_seq = Gauge(
+            "lahar_controller_world_seq",
+            "The CLUSTER stream sequence this replica's world reflects (standbys follow too)",
+            registry=registry,
         )
         self.waiting = Gauge(
             "lahar_controller_pending_keys", "Keys with work waiting", ["controller"], registry=registry

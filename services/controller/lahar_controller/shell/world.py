@@ -56,8 +56,24 @@ class World:
     def listen(self, kind: str, listener: Listener) -> None:
         self._listeners[kind].append(listener)
 
+    def forget_listeners(self) -> None:
+        """Stop handing events to anyone (a deposed replica's controllers); the world follows on."""
+        for listeners in self._listeners.values():
+            listeners.clear()
+
+    def replay(self) -> None:
+        """Hand every object held to the listeners as an addition, kind by kind in ``kinds`` order,
+        as a first load would (controllers attached to a warm world start from all of it)."""
+        for kind in self.kinds:
+            for key, obj in list(self.objects[kind].items()):
+                self._tell(kind, key, None, obj)
+
     def index_by_namespace(self, kind: str) -> None:
-        self._namespaces.setdefault(kind, {})
+        if kind in self._namespaces:
+            return
+        self._namespaces[kind] = {}
+        for key in self.objects[kind]:  # a world already warm when the index is asked for
+            self._index(kind, key, present=True)
 
     # -- reading -----------------------------------------------------------------------------------
     def get(self, kind: str, key: str) -> Obj | None:
@@ -111,6 +127,9 @@ class World:
         else:
             held[key] = new
         self._index(kind, key, present=new is not None)
+        self._tell(kind, key, old, new)
+
+    def _tell(self, kind: str, key: str, old: Obj | None, new: Obj | None) -> None:
         for listener in self._listeners[kind]:
             try:
                 listener(old, new)
