@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import ssl
 from typing import Any
 
+import httpx
 import msgspec
 import redis.asyncio as aioredis
 
@@ -164,24 +166,23 @@ async def nats_storage_lost(env: Env) -> None:
     env.figures["epoch_before"], env.figures["epoch_after"] = before, (await _lease(env, "scheduler"))[1]
 
 
-async def nats_restart(env: Env) -> None:
+async def _restart_and_time(env: Env, server: str, label: str) -> None:
+    """Restart ``server`` (its data kept) and check binding resumes within the limit."""
     fault = env.now()
-    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra("nats", wipe=False))
+    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra(server, wipe=False))
     await env.until("a bind after the restart", lambda: env.recovery(fault) is not None, 60)
     took = env.recovery(fault) or 0.0
     env.figures["resume_s"] = round(took, 2)
     if took > RESUME_LIMIT:
-        env.problem(f"binding resumed {took:.1f} s after the NATS restart (limit {RESUME_LIMIT:g} s)")
+        env.problem(f"binding resumed {took:.1f} s after the {label} restart (limit {RESUME_LIMIT:g} s)")
+
+
+async def nats_restart(env: Env) -> None:
+    await _restart_and_time(env, "nats", "NATS")
 
 
 async def valkey_restart(env: Env) -> None:
-    fault = env.now()
-    await asyncio.get_running_loop().run_in_executor(None, lambda: env.stack.restart_infra("redis", wipe=False))
-    await env.until("a bind after the restart", lambda: env.recovery(fault) is not None, 60)
-    took = env.recovery(fault) or 0.0
-    env.figures["resume_s"] = round(took, 2)
-    if took > RESUME_LIMIT:
-        env.problem(f"binding resumed {took:.1f} s after the Valkey restart (limit {RESUME_LIMIT:g} s)")
+    await _restart_and_time(env, "redis", "Valkey")
 
 
 async def valkey_flushall(env: Env) -> None:
@@ -236,10 +237,6 @@ async def poison_deltas(env: Env) -> None:
 async def poison_webhook(env: Env) -> None:
     """Bodies the webhook cannot parse (JSON nested 100,000 deep, not JSON at all): answered 400,
     and the webhook goes on admitting."""
-    import ssl
-
-    import httpx
-
     verify = ssl.create_default_context(cafile=str(env.stack.admission_ca))
     bodies = {"deep": b"[" * 100_000 + b"]" * 100_000, "garbage": b"\xff{not json"}
     async with httpx.AsyncClient(verify=verify, timeout=10.0) as client:
