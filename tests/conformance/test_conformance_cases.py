@@ -43,7 +43,6 @@ def _load(path: Path) -> dict[str, Any]:
 # passing is noticed and its mark removed).
 _OPEN_ISSUES = {
     "differential-foreign-": "issue 11: a foreign running pod with a group annotation is a task of its job",
-    "differential-interpodaffinity-": "issue 11: InterPodAffinity normalised over the actual min and max",
     "differential-preempt-": "issue 11: an eviction in a Statement leaves the kube scorers' node view",
 }
 

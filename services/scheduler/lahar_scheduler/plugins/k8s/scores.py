@@ -254,7 +254,9 @@ def inter_pod_affinity(
             if table.infos[n].labels.get(key) == value:
                 raw[j] += s
         del dom
-    top, bottom = max(int(raw.max()), 0), min(int(raw.min()), 0)
+    # v1.36 normalises over the candidates' actual range; older versions forced it to include 0,
+    # which halves the best score when every raw score has the same sign.
+    top, bottom = int(raw.max()), int(raw.min())
     diff = top - bottom
     if diff <= 0:
         return np.zeros(len(idx), dtype=np.int64)
