@@ -42,7 +42,6 @@ def _load(path: Path) -> dict[str, Any]:
 # Cases of issues still open: expected to fail until that issue lands (strict, so a case that starts
 # passing is noticed and its mark removed).
 _OPEN_ISSUES = {
-    "differential-foreign-": "issue 11: a foreign running pod with a group annotation is a task of its job",
     "differential-preempt-": "issue 11: an eviction in a Statement leaves the kube scorers' node view",
 }
 
