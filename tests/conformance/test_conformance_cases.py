@@ -41,9 +41,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 # Cases of issues still open: expected to fail until that issue lands (strict, so a case that starts
 # passing is noticed and its mark removed).
-_OPEN_ISSUES = {
-    "differential-preempt-": "issue 11: an eviction in a Statement leaves the kube scorers' node view",
-}
+_OPEN_ISSUES: dict[str, str] = {}
 
 
 def _params() -> list[Any]:
