@@ -62,8 +62,10 @@ def test_most_requested() -> None:
 
 
 def test_balanced_allocation() -> None:
-    # n1: fractions 0.25 / 0.25 → std 0 → 100.  n2: 0.5 / 0.25 → |diff|/2 = 0.125 → 87 (int).
-    assert scores(ssn_for(TWO, IN, conf=only_weights(balanced=1)), "default/in") == {"n1": 100, "n2": 87}
+    # v1.36 scores the improvement: 50 + (50 + with − without) // 2; both nodes are empty (without = 100).
+    # n1: fractions 0.25 / 0.25 → std 0 → with 100 → 50 + 50 // 2 = 75.
+    # n2: 0.5 / 0.25 → |diff|/2 = 0.125 → with 87 (int) → 50 + 37 // 2 = 68.
+    assert scores(ssn_for(TWO, IN, conf=only_weights(balanced=1)), "default/in") == {"n1": 75, "n2": 68}
 
 
 def test_balanced_allocation_includes_gpus_when_requested() -> None:
@@ -73,8 +75,9 @@ def test_balanced_allocation_includes_gpus_when_requested() -> None:
     ]
     gpu = pod("in", group="pg", cpu="1", memory="2Gi", extra={"nvidia.com/gpu": "1"})
     got = scores(ssn_for(nodes, gpu, conf=only_weights(balanced=1)), "default/in")
-    # g1: 0.25 each → 100.  g2: 0.25, 0.25, 1.0 → std = sqrt(((.25−.5)²·2 + .5²)/3) ≈ 0.354 → 64.
-    assert got == {"g1": 100, "g2": 64}
+    # g1: 0.25 each → with 100 → 75.  g2: 0.25, 0.25, 1.0 → std = sqrt(((.25−.5)²·2 + .5²)/3) ≈ 0.354
+    # → with 64 → 50 + (50 + 64 − 100) // 2 = 57.
+    assert got == {"g1": 75, "g2": 57}
 
 
 def test_balanced_allocation_skips_best_effort_pods() -> None:
@@ -187,8 +190,8 @@ def test_topology_spread_score() -> None:
 
 def test_default_weights() -> None:
     conf = make_conf("allocate", [{"name": "gang"}, {"name": "nodeorder"}])
-    # least 1 × (75 | 62) + balanced 1 × (100 | 87) + tainttoleration 3 × 100 (no taints anywhere).
-    assert scores(ssn_for(TWO, IN, conf=conf), "default/in") == {"n1": 475, "n2": 449}
+    # least 1 × (75 | 62) + balanced 1 × (75 | 68) + tainttoleration 3 × 100 (no taints anywhere).
+    assert scores(ssn_for(TWO, IN, conf=conf), "default/in") == {"n1": 450, "n2": 430}
 
 
 def test_scores_pick_the_node() -> None:

@@ -176,6 +176,7 @@ class TaskInfo:
         "status",
         "template_key",
         "uid",
+        "unscored",
     )
 
     def __init__(
@@ -202,6 +203,8 @@ class TaskInfo:
         self.last_status: TaskStatus | None = None
         self.last_node = ""
         self.eviction_occurred = False
+        # Evicted in an open Statement: gone from the node view the kube scorers read.
+        self.unscored = False
         self.template_key: bytes = b""
         self.res_vec: FloatArray = np.zeros(0)
         self.init_vec: FloatArray = np.zeros(0)

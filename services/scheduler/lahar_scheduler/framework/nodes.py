@@ -176,8 +176,9 @@ class NodeTable:
                 self.future[i] -= vec
             self.used[i] += vec
             self.idle[i] -= vec
-        self.requested[i] += task.init_vec
-        self.nonzero[i] += _nonzero(task)
+        if not task.unscored:
+            self.requested[i] += task.init_vec
+            self.nonzero[i] += _nonzero(task)
         self.pod_count[i] += 1
         node.tasks[task.uid] = task
         self.generation += 1
@@ -198,10 +199,31 @@ class NodeTable:
                 self.future[i] += vec
             self.used[i] -= vec
             self.idle[i] += vec
-        self.requested[i] -= task.init_vec
-        self.nonzero[i] -= _nonzero(task)
+        if not task.unscored:
+            self.requested[i] -= task.init_vec
+            self.nonzero[i] -= _nonzero(task)
         self.pod_count[i] -= 1
         node.tasks.pop(task.uid, None)
+        self.generation += 1
+        self.row_version[i] += 1
+        self.changes.append(i)
+
+    def set_scored(self, task: TaskInfo, scored: bool) -> None:
+        """Put a task on a node into, or take it out of, what the kube scorers read (``requested``
+        and ``nonzero``), leaving the resource accounting (idle, releasing, future) alone.
+
+        Volcano's predicates plugin removes a victim evicted in a Statement from its kube
+        NodeInfo, so the node scores as freer for the next preemptor of the same session."""
+        if task.unscored == (not scored):
+            return
+        node = self.by_name.get(task.node_name) if task.node_name else None
+        on_node = node is not None and task.uid in node.tasks
+        task.unscored = not scored
+        if node is None or not on_node:
+            return
+        i, sign = node.index, (1.0 if scored else -1.0)
+        self.requested[i] += sign * task.init_vec
+        self.nonzero[i] += sign * _nonzero(task)
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)

@@ -139,6 +139,7 @@ class Session:
         self._chains: dict[str, list[list[Any]]] = {}
         self._handlers: list[EventHandler] = []
         self._touched: dict[int, tuple[TaskInfo, TaskStatus, str]] = {}
+        self._unscored: dict[int, TaskInfo] = {}  # victims evicted in a Statement (see set_scored)
         self._committed: set[int] = set()
         self._old_status: dict[str, tuple[str, list[Condition]]] = {}
         self.conditions: dict[str, list[Condition]] = {}
@@ -175,6 +176,9 @@ class Session:
         self._collect_pipelined()
         self._update_job_status()
         self._update_queue_status()
+        # The next session sees committed victims as the pods they still are until they go.
+        for task in list(self._unscored.values()):
+            self.set_scored(task, True)
         self._rollback_uncommitted()
         return self.result
 
@@ -438,6 +442,14 @@ class Session:
         if key not in self._touched:
             self._touched[key] = (task, task.status, task.node_name)
         self.snapshot.move(task, status, node_name)
+
+    def set_scored(self, task: TaskInfo, scored: bool) -> None:
+        """Take an evicted victim out of the scorers' node view, or put it back (see NodeTable)."""
+        if scored:
+            self._unscored.pop(id(task), None)
+        else:
+            self._unscored[id(task)] = task
+        self.nodes.set_scored(task, scored)
 
     def fire_allocate(self, task: TaskInfo) -> None:
         for h in self._handlers:

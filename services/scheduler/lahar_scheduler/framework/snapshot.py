@@ -132,7 +132,7 @@ class Snapshot:
         for pg in podgroups:
             self.upsert_podgroup(pg)
         self.tasks: dict[str, TaskInfo] = {}
-        # Pods outside any job still hold node resources (other schedulers, no group).
+        # Pods outside any job still hold node resources (no group annotation).
         self.others: dict[str, TaskInfo] = {}
         for pod in pods:
             self.upsert_pod(pod)
@@ -247,7 +247,10 @@ class Snapshot:
         ours = self._is_ours(pod)
         if not pod.spec.node_name and not ours:
             return None
-        job_id = f"{pod.metadata.namespace}/{group}" if group and ours else ""
+        # A pod of another scheduler is kept only once it is on a node; if it carries a group's
+        # annotation it is a task of that job (Volcano takes the job from the annotation whatever
+        # the scheduler name), so it counts toward minMember, readiness and the PodGroup phase.
+        job_id = f"{pod.metadata.namespace}/{group}" if group else ""
         shape = _shape_key(pod)
         known = self._shapes.get(shape)
         if known is not None and len(known.res_vec) == len(self.space):

@@ -58,6 +58,7 @@ class Statement:
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         self.ssn.move(task, S.RELEASING, task.node_name)
+        self.ssn.set_scored(task, False)
         self.ssn.fire_deallocate(task)
         self.operations.append(Operation(Op.EVICT, task, reason))
 
@@ -67,7 +68,11 @@ class Statement:
         self.ssn.fire_deallocate(task)
 
     def _unevict(self, task: TaskInfo) -> None:
+        # Volcano has a defect here: a victim restored by Discard is not put back into the
+        # predicates plugin's node view, so later scores in the session still see it gone.  We do
+        # not copy it: the restored victim is scored again.
         self.ssn.move(task, S.RUNNING, task.node_name)
+        self.ssn.set_scored(task, True)
         self.ssn.fire_allocate(task)
 
     def unpipeline(self, task: TaskInfo) -> None:

@@ -1,5 +1,9 @@
 """kube-scheduler score plugins as vector operations over candidate nodes.
 
+The formulas follow kube-scheduler v1.36 (the version Volcano's nodeorder plugin vendors):
+LeastAllocated, MostAllocated, BalancedAllocation (improvement form), TaintToleration,
+NodeAffinity, InterPodAffinity and PodTopologySpread.
+
 Each function returns int scores in 0..100 for the nodes in ``idx`` (already normalised the way
 the kube plugin's NormalizeScore does, over exactly those nodes), or None when the plugin's
 PreScore would skip the pod.  Integer arithmetic follows kube's int64 maths.
@@ -54,7 +58,11 @@ def most_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArra
 
 
 def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArray | None:
-    """NodeResourcesBalancedAllocation over cpu, memory and nvidia.com/gpu, actual requests."""
+    """NodeResourcesBalancedAllocation (v1.36) over cpu, memory and nvidia.com/gpu, actual requests.
+
+    v1.36 scores the improvement in balance the pod brings, not the balance with the pod:
+    ``50 + (50 + with − without) // 2``, in 50..100 (each balance term is in 50..100).
+    """
     space = table.space
     cols = [0, 1]
     gpu = space.index.get(GPU)
@@ -65,11 +73,19 @@ def balanced_allocation(table: NodeTable, task: TaskInfo, idx: IntArray) -> Floa
         return None  # best-effort pods are not scored (kube skips them)
     rows = idx[:, None]
     alloc = table.alloc[rows, cols]
-    req = table.requested[rows, cols] + pod_req
+    before = table.requested[rows, cols]
+    with_pod = _balance(alloc, before + pod_req, len(cols))
+    without = _balance(alloc, before, len(cols))
+    # The difference is in −50..50, so the floor division equals Go's truncation.
+    return np.asarray(MAX // 2 + (MAX // 2 + with_pod - without) // 2)
+
+
+def _balance(alloc: FloatArray, req: FloatArray, ncols: int) -> FloatArray:
+    """balancedResourceScore: floor((1 − std of the requested fractions) × 100) per row."""
     valid = alloc > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(valid, np.minimum(req / alloc, 1.0), 0.0)
-    if len(cols) == 2 and valid.all():
+    if ncols == 2 and valid.all():
         # The common case: cpu and memory on every node; kube's std is then |f0 − f1| / 2.
         return np.asarray(np.floor((1 - np.abs(frac[:, 0] - frac[:, 1]) / 2) * MAX))
     count = valid.sum(axis=1)
@@ -115,11 +131,15 @@ def balanced_allocation_row(table: NodeTable, task: TaskInfo, i: int) -> float |
     pod_req = [float(task.init_vec[c]) for c in cols]
     if not any(pod_req):
         return None
-    fracs = []
-    for c, want in zip(cols, pod_req, strict=True):
-        a = float(table.alloc[i, c])
-        if a > 0:
-            fracs.append(min((float(table.requested[i, c]) + want) / a, 1.0))
+    alloc = [float(table.alloc[i, c]) for c in cols]
+    before = [float(table.requested[i, c]) for c in cols]
+    with_pod = _balance_row(alloc, [b + w for b, w in zip(before, pod_req, strict=True)])
+    without = _balance_row(alloc, before)
+    return float(MAX // 2 + (MAX // 2 + with_pod - without) // 2)
+
+
+def _balance_row(alloc: list[float], req: list[float]) -> int:
+    fracs = [min(r / a, 1.0) for a, r in zip(alloc, req, strict=True) if a > 0]
     if len(fracs) == 2:
         std = abs(fracs[0] - fracs[1]) / 2
     elif len(fracs) > 2:
@@ -127,7 +147,7 @@ def balanced_allocation_row(table: NodeTable, task: TaskInfo, i: int) -> float |
         std = math.sqrt(sum((f - mean) ** 2 for f in fracs) / len(fracs))
     else:
         std = 0.0
-    return float(math.floor((1 - std) * MAX))
+    return math.floor((1 - std) * MAX)
 
 
 def _pair_diff(frac: FloatArray, valid: np.ndarray) -> FloatArray:
@@ -234,7 +254,9 @@ def inter_pod_affinity(
             if table.infos[n].labels.get(key) == value:
                 raw[j] += s
         del dom
-    top, bottom = max(int(raw.max()), 0), min(int(raw.min()), 0)
+    # v1.36 normalises over the candidates' actual range; older versions forced it to include 0,
+    # which halves the best score when every raw score has the same sign.
+    top, bottom = int(raw.max()), int(raw.min())
     diff = top - bottom
     if diff <= 0:
         return np.zeros(len(idx), dtype=np.int64)
