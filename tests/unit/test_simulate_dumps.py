@@ -112,6 +112,7 @@ def test_misspelled_kinds_and_old_groups_are_reported_with_their_place(simulate:
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1", "namespace": "ml"}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d2", "namespace": "ml"}},
         {"metadata": {"name": "nothing"}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "k8s-job", "namespace": "ml"}},
     ]
     code, out, warnings = simulate(docs)
     f = simulate.file
@@ -124,7 +125,8 @@ def test_misspelled_kinds_and_old_groups_are_reported_with_their_place(simulate:
         f"ml/old, first in {f}: document 4",
         "ignored 1 object of kind '(none)' apiVersion '(none)' (no apiVersion or kind): "
         f"nothing, first in {f}: document 8",
-        "ignored 3 objects of kinds the scheduler does not read: 2 Deployment (apps/v1), 1 Service (v1)",
+        "ignored 4 objects of kinds the scheduler does not read: "
+        "2 Deployment (apps/v1), 1 Service (v1), 1 Job (batch/v1)",
     ]
     assert out["warnings"] == warnings
 

@@ -28,6 +28,8 @@ OLD_GROUPS = {
     "scheduling.sigs.dev": "kube-batch's later group",
 }
 _GROUP_OF_KIND = {kind: group for group, kind in KINDS}
+# Kinds named as one we read, in another group, that are not mistakes (a Kubernetes batch Job).
+_NAMESAKES = {("batch", "Job")}
 
 
 @dataclass
@@ -91,6 +93,8 @@ def _hint(api_version: str, kind: str) -> str:
     if not api_version or not kind:
         return "no apiVersion or kind"
     group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    if (group, kind) in _NAMESAKES:
+        return ""
     if kind in _GROUP_OF_KIND:
         want = _GROUP_OF_KIND[kind] or "v1"
         old = OLD_GROUPS.get(group)
