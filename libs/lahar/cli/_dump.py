@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from lahar.api.codec import decode_object
 from lahar.api.files import Skipped
-from lahar.api.objects import KINDS, Job, KubeObject, Pod, PodGroup, Queue, ResourceQuota
+from lahar.api.objects import KINDS, Job, KubeObject, Pod, PodGroup, Queue, ResourceQuota, group_of
 from lahar_controller.queues import DEFAULT_QUEUE
 from lahar_scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
@@ -92,7 +92,7 @@ def _hint(api_version: str, kind: str) -> str:
     """Why an object that looks meant for the scheduler was not read; empty when it does not."""
     if not api_version or not kind:
         return "no apiVersion or kind"
-    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    group = group_of(api_version)
     if (group, kind) in _NAMESAKES:
         return ""
     if kind in _GROUP_OF_KIND:
