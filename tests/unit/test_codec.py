@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from lahar.api.codec import DecodeError, decode_object, iter_documents, to_builtins, to_json
-from lahar.api.files import FileError, load_file
+from lahar.api.files import FileError, Skipped, load_file
 from lahar.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
 from lahar.api.quantity import Quantity
 
@@ -154,7 +154,7 @@ def test_load_file_reads_cases_lists_and_skips_unknown_kinds(tmp_path: Path) -> 
     loaded = load_file(f)
     assert [o.metadata.name for o in loaded.objects] == ["n1", "n2"]
     assert loaded.case is not None and loaded.case["name"] == "x"
-    assert loaded.skipped == [f"{f}: document 1, objects[1] (ConfigMap cm)"]
+    assert loaded.skipped == [Skipped(f"{f}: document 1, objects[1]", "v1", "ConfigMap", "cm")]
 
 
 def test_load_file_errors_for_unreadable_and_bad_yaml(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from lahar_scheduler.core import load_conf
 from lahar_scheduler.framework.conf import FLAGS, ConfError
 from lahar_scheduler.framework.points import POINTS
-from lahar_scheduler.plugins import PLUGINS
+from lahar_scheduler.plugins import PLUGINS, UNSUPPORTED_PLUGINS
 
 
 def errors_of(text: str) -> list[str]:
@@ -104,10 +104,10 @@ configurations:
 
 
 def test_unknown_names_list_the_known_ones() -> None:
-    errors = errors_of("actions: teleport\ntiers:\n- plugins:\n  - name: tdm\n")
+    errors = errors_of("actions: teleport\ntiers:\n- plugins:\n  - name: tdmm\n")
     known = "allocate, backfill, enqueue, preempt, reclaim, shuffle"
     assert errors[0] == f"actions[0]: unknown action 'teleport' (known: {known})"
-    assert errors[1].startswith("tiers[0].plugins[0].name: unknown plugin 'tdm' (known: binpack, ")
+    assert errors[1].startswith("tiers[0].plugins[0].name: unknown plugin 'tdmm' (known: binpack, ")
     for name in PLUGINS:
         assert name in errors[1]
 
@@ -210,3 +210,49 @@ def test_plugin_lookup_and_source() -> None:
     assert binpack is not None and binpack.name == "binpack"
     assert conf.plugin("drf") is None
     assert conf.source == text
+
+
+# Volcano's plugin registry (pkg/scheduler/plugins/factory.go) at ed72c7c8, the commit the
+# conformance corpus comes from.
+VOLCANO_PLUGINS = {
+    "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "extender", "gang",
+    "network-topology-aware", "nodegroup", "nodeorder", "numa-aware", "overcommit", "pdb",
+    "predicates", "priority", "proportion", "rescheduling", "resource-strategy-fit",
+    "resourcequota", "sla", "task-topology", "tdm", "usage",
+}  # fmt: skip
+
+
+def test_every_volcano_plugin_is_either_registered_or_not_supported_yet() -> None:
+    assert set(PLUGINS).isdisjoint(UNSUPPORTED_PLUGINS)
+    assert set(PLUGINS) | set(UNSUPPORTED_PLUGINS) == VOLCANO_PLUGINS
+
+
+def test_a_volcano_plugin_lahar_lacks_is_not_supported_yet_not_unknown() -> None:
+    errors = errors_of(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: numa-aware\n"
+        "- plugins:\n  - name: task-topology\n    arguments: {task-topology.weight: 10}\n  - name: nosuch\n"
+    )
+    assert errors == [
+        "tiers[0].plugins[1].name: plugin 'numa-aware' is not supported yet "
+        "(NUMA topology aware placement (cpu manager policies))",
+        "tiers[1].plugins[0].name: plugin 'task-topology' is not supported yet "
+        "(affinity and anti-affinity between the tasks of a job)",
+        errors[2],
+    ]
+    # A name Volcano does not have either stays an unknown plugin, naming the field.
+    assert errors[2].startswith("tiers[1].plugins[1].name: unknown plugin 'nosuch' (known: binpack, ")
+
+
+def test_a_what_if_run_leaves_unsupported_plugins_out_and_lists_them() -> None:
+    text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: deviceshare\n  - name: tdm\n"
+    conf = load_conf(text, leave_out_unsupported=True)
+    assert [p.name for p in conf.tiers[0].plugins] == ["gang"]
+    assert conf.left_out == [
+        "tiers[0].plugins[1].name: plugin 'deviceshare' is not supported yet "
+        "(GPU and NPU sharing and exclusive devices)",
+        "tiers[0].plugins[2].name: plugin 'tdm' is not supported yet (time-division multiplexing of revocable nodes)",
+    ]
+    # Other errors still fail the document whole.
+    with pytest.raises(ConfError) as info:
+        load_conf(text + "  - name: nosuch\n", leave_out_unsupported=True)
+    assert [e.split(" (")[0] for e in info.value.errors] == ["tiers[0].plugins[3].name: unknown plugin 'nosuch'"]

@@ -15,20 +15,34 @@ class FileError(ValueError):
     """A file that cannot be read as Kubernetes objects."""
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A document of a kind the scheduler does not read, kept so callers can say what they ignored."""
+
+    where: str  # file and document
+    api_version: str
+    kind: str
+    name: str  # namespace/name, or name for a cluster-scoped object
+
+
 @dataclass
 class Loaded:
     objects: list[KubeObject] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     case: dict[str, Any] | None = None
+
+
+def _name(raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    name = str(meta.get("name", "?")) if isinstance(meta, dict) else "?"
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return f"{ns}/{name}" if ns else name
 
 
 def _label(raw: Any) -> str:
     if not isinstance(raw, dict):
         return ""
-    meta = raw.get("metadata") or {}
-    name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-    ns = meta.get("namespace") if isinstance(meta, dict) else None
-    return f" ({raw.get('kind', '?')} {ns + '/' if ns else ''}{name})"
+    return f" ({raw.get('kind', '?')} {_name(raw)})"
 
 
 def _decode(raw: Any, where: str, out: Loaded) -> None:
@@ -38,7 +52,7 @@ def _decode(raw: Any, where: str, out: Loaded) -> None:
         path = exc.path.lstrip(".") or "$"
         raise FileError(f"{where}{_label(raw)}: {path}: {exc.why}") from None
     if obj is None:
-        out.skipped.append(f"{where}{_label(raw)}")
+        out.skipped.append(Skipped(where, str(raw.get("apiVersion") or ""), str(raw.get("kind") or ""), _name(raw)))
     else:
         out.objects.append(obj)
 

@@ -1,4 +1,9 @@
-"""``lahar simulate``: run the scheduler offline over Kubernetes objects and print its decisions."""
+"""``lahar simulate``: run the scheduler offline over Kubernetes objects and print its decisions.
+
+What it had to add or leave out of the files (a ``default`` Queue, kinds it does not read,
+references to missing objects, plugins not supported yet) is printed on stderr, one
+``warning:`` line each, and listed under ``warnings`` in ``--output json``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lahar.api.files import FileError, load_file
+from lahar.api.files import FileError, Skipped, load_file
 
 
 def register(sub: Any) -> None:
@@ -22,25 +27,29 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lahar.cli._dump import prepare
     from lahar_scheduler.core import load_conf
     from lahar_scheduler.framework.conf import ConfError
     from lahar_scheduler.simulation import simulate
 
     objects: list[Any] = []
+    skipped: list[Skipped] = []
     case: dict[str, Any] | None = None
     try:
         for f in args.files:
             loaded = load_file(f)
             objects.extend(loaded.objects)
+            skipped.extend(loaded.skipped)
             case = case or loaded.case
     except FileError as exc:
         print(f"lahar simulate: {exc}", file=sys.stderr)
         return 2
     try:
+        text = case["schedulerConf"] if case else None
         if args.conf:
-            conf = load_conf(Path(args.conf).read_text())
-        else:
-            conf = load_conf(case["schedulerConf"] if case else None)
+            text = Path(args.conf).read_text()
+        # A what-if run goes on without plugins Lahar lacks, and says so below.
+        conf = load_conf(text, leave_out_unsupported=True)
     except OSError as exc:
         print(f"lahar simulate: {args.conf}: cannot read: {exc.strerror}", file=sys.stderr)
         return 2
@@ -51,9 +60,14 @@ def run(args: argparse.Namespace) -> int:
     if cycles < 1:
         print("lahar simulate: --cycles: must be at least 1", file=sys.stderr)
         return 2
-    outcome = simulate(objects, conf, cycles=cycles, seed=args.seed)
+    dump = prepare(objects, skipped, cluster=case is None)
+    where = args.conf or "schedulerConf"
+    warnings = [f"{where}: {line}; left out of this run" for line in conf.left_out] + dump.warnings
+    for line in warnings:
+        print(f"lahar simulate: warning: {line}", file=sys.stderr)
+    outcome = simulate(dump.objects, conf, cycles=cycles, seed=args.seed)
     if args.output == "json":
-        print(json.dumps(outcome.to_json(), indent=2))
+        print(json.dumps({**outcome.to_json(), "warnings": warnings}, indent=2))
     else:
         print_table(outcome)
     return 0

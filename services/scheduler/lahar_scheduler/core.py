@@ -11,7 +11,7 @@ from lahar_scheduler.actions.args import AllocateArgs, PreemptArgs
 from lahar_scheduler.framework.conf import DEFAULT_CONF, SchedulerConf, args_parser, parse_conf
 from lahar_scheduler.framework.session import Session, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot
-from lahar_scheduler.plugins import PLUGINS, argument_parsers
+from lahar_scheduler.plugins import PLUGINS, UNSUPPORTED_PLUGINS, argument_parsers
 
 ACTION_ARGS = {
     "allocate": args_parser(AllocateArgs),
@@ -21,14 +21,19 @@ ACTION_ARGS = {
 }
 
 
-def load_conf(text: str | None = None) -> SchedulerConf:
-    """Parse a ``volcano-scheduler.conf`` document (the built-in default when None)."""
+def load_conf(text: str | None = None, *, leave_out_unsupported: bool = False) -> SchedulerConf:
+    """Parse a ``volcano-scheduler.conf`` document (the built-in default when None).
+
+    Plugins Volcano has and Lahar not yet are an error, or with ``leave_out_unsupported`` (a
+    what-if run) are dropped and listed in the result's ``left_out``."""
     return parse_conf(
         text if text is not None else DEFAULT_CONF,
         ACTIONS,
         argument_parsers(),
         ACTION_ARGS,
         unsupported_actions=UNSUPPORTED_ACTIONS,
+        unsupported_plugins=UNSUPPORTED_PLUGINS,
+        leave_out_unsupported=leave_out_unsupported,
     )
 
 
