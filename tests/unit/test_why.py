@@ -3,8 +3,13 @@ the numbers after Volcano's text, and ``lahar explain`` prints the whole chain."
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from builders import make_conf, node, pod, podgroup, queue
 from lahar.api.objects import KubeObject
+from lahar.cli.main import main
 from lahar_scheduler.explain import explain
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.simulation import simulate
@@ -173,3 +178,60 @@ def test_job_not_valid_min_task_member_not_met() -> None:
     assert "gang: job not valid: role worker: 1 of minTaskMember 2 pods exist; " in cond
     assert "create 1 more worker pod(s), or lower minTaskMember" in cond
     assert "stopped by: action allocate, plugin gang" in out
+
+
+def test_allocate_refused_by_capacity_names_the_queue_and_its_capability() -> None:
+    objs = [
+        node("n1", cpu="400", memory="1Ti"),
+        queue("ml", capability={"cpu": "50"}),
+        *running("old", 1, "40"),
+        *gang("next", 2, "10"),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}, {"name": "capacity"}])
+    cond, out = waits(objs, conf, "default/next")
+    # The first task fits (40 + 10 ≤ 50); the second finds nothing left.
+    assert cond.startswith("1/2 tasks in gang unschedulable: 2 Pending, 2 minAvailable, pod group is not ready; ")
+    assert "capacity: queue ml: cpu 10 requested, 0 of capability 50 left; raise its capability or free 10 cpu" in cond
+    assert "stopped by: action allocate, plugin capacity" in out
+
+
+def test_lahar_explain_command_reads_a_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = tmp_path / "dump.yaml"
+    pods = "".join(
+        f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: big-{i}, namespace: default, annotations: {{scheduling.k8s.io/group-name: big}}}}
+spec: {{schedulerName: volcano, containers: [{{name: c, resources: {{requests: {{cpu: "100000"}}}}}}]}}
+"""
+        for i in range(3)
+    )
+    dump.write_text(
+        """apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: big, namespace: default}
+spec: {minMember: 3, queue: default}
+"""
+        + pods
+    )
+    with pytest.raises(SystemExit) as done:
+        main(["explain", "pod", "big-1", "-f", str(dump)])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pod default/big-1: Pending, in PodGroup default/big\n")
+    assert "stopped by: action allocate, plugin proportion" in out
+    assert "why: queue default: cpu 100000 requested, 8 of deserved 8 left" in out
+    with pytest.raises(SystemExit) as done:
+        main(["explain", "podgroup", "nope", "-f", str(dump)])
+    assert done.value.code == 1
+    assert "PodGroup default/nope not found" in capsys.readouterr().err
