@@ -200,6 +200,7 @@ class AllocateAction(Action):
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                ssn.explain(job, ssn.why_not_allocatable(queue, task))
                 continue
             if task.sch_gated:
                 continue

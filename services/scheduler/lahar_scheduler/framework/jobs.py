@@ -368,11 +368,14 @@ class JobInfo:
                 return False
         return True
 
+    def valid_by_role(self) -> dict[str, int]:
+        """Valid tasks (pending or placed) per role, as check_task_valid counts them."""
+        return self._roles(frozenset(ALLOCATED_STATUSES | {S.SUCCEEDED, S.PIPELINED, S.PENDING}), False)
+
     def check_task_valid(self) -> bool:
         if not self.task_min_available or self.min_available < self.task_min_total:
             return True
-        statuses = ALLOCATED_STATUSES | {S.SUCCEEDED, S.PIPELINED, S.PENDING}
-        counts = self._roles(frozenset(statuses), False)
+        counts = self.valid_by_role()
         for role, minimum in self.task_min_available.items():
             if minimum and (role not in counts or counts[role] < minimum):
                 return False

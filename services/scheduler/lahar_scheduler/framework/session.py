@@ -30,6 +30,7 @@ from lahar_scheduler.framework.types import (
     TaskStatus,
     Vote,
 )
+from lahar_scheduler.framework.why import Why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
@@ -89,6 +90,7 @@ class JobDecision:
     chosen: dict[str, str] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     reason: str = ""
+    why: Why | None = None  # the first thing that stopped the job this session
 
 
 @dataclass
@@ -500,6 +502,26 @@ class Session:
                 conds[i] = cond
                 return
         conds.append(cond)
+
+    def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why:
+        """Ask the plugins whose allocatable callback is consulted which one refused, and why."""
+        consulted_fns = {id(fn) for fn in self._flat("allocatable")}
+        registered = self._registered["allocatable"]
+        for plugin in self.plugins:
+            fn = registered.get(plugin.name)
+            explain = getattr(plugin, "why_not_allocatable", None)
+            if fn is None or id(fn) not in consulted_fns or explain is None:
+                continue
+            why = explain(queue, task)
+            if why is not None:
+                return why  # type: ignore[no-any-return]
+        return Why("allocate", "allocatable", f"queue {queue.name} has no room for {task.name}")
+
+    def explain(self, job: JobInfo, why: Why) -> None:
+        """Record why ``job`` waits; the first reason of a session stands (it stopped the job)."""
+        d = self.decision(job)
+        if d.why is None:
+            d.why = why
 
     def decision(self, job: JobInfo) -> JobDecision:
         d = self.result.decisions.get(job.uid)

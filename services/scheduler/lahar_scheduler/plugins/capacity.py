@@ -23,6 +23,7 @@ from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.framework.victims import AllocatableWithBound, excess
+from lahar_scheduler.framework.why import Why, capability_why, queue_state_why
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.capacity_queues import (
     Attrs,
@@ -144,6 +145,25 @@ class CapacityPlugin(Plugin):
             return False
         return fits_chain(self.attrs, queue.uid, task)
 
+    def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why | None:
+        """Why allocatable refused ``task``: the first queue on its chain (leaf first) whose real
+        capability it would exceed, or a queue that may not allocate at all."""
+        if not self.ready:
+            return Why("allocate", self.name, f"queue hierarchy unusable: {self.reason}", "fix the queue tree")
+        attr = self.attrs.get(queue.uid)
+        if attr is None:
+            return None
+        if self.hierarchy and not attr.is_leaf():
+            return Why("allocate", self.name, f"queue {queue.name} is not a leaf queue", "submit to a leaf queue")
+        if not queue.is_open():
+            return queue_state_why("allocate", self.name, queue.name, queue.state)
+        for name in reversed([*attr.ancestors, queue.uid]):
+            a = self.attrs[name]
+            ok, names = a.allocated.clone().add(task.resreq).less_equal_in(a.real_capability, task.resreq)
+            if not ok:
+                return capability_why("allocate", self.name, a, task.resreq, a.allocated, names)
+        return None
+
     def shortfall(self, queue: QueueInfo, task: TaskInfo) -> Resource:
         """How much the queue must free first: the largest excess of allocated + request over
         realCapability along the queue and its ancestors (evictions from a leaf shrink them
@@ -168,16 +188,18 @@ class CapacityPlugin(Plugin):
         queue = self.ssn.queues[job.queue]
         if not queue.is_open():
             job.job_fit_error = f"queue {queue.name} is {queue.state}"
+            self.ssn.explain(job, queue_state_why("enqueue", self.name, queue.name, queue.state))
             return Vote.REJECT
         if job.min_resources is None:
             return Vote.PERMIT
         minimum = min_resources(job)
         for name in reversed([*attr.ancestors, job.queue]):
             a = self.attrs[name]
-            want = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
-            ok, short = want.less_equal_in(a.real_capability, minimum)
+            used = a.allocated.clone().add(a.inqueue).sub(a.elastic)
+            ok, short = used.clone().add(minimum).less_equal_in(a.real_capability, minimum)
             if not ok:
                 job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
+                self.ssn.explain(job, capability_why("enqueue", self.name, a, minimum, used, short))
                 return Vote.REJECT
         return Vote.PERMIT
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
+from lahar_scheduler.framework.why import Why
 from lahar_scheduler.plugins.base import NoArgs, Plugin
 
 S = TaskStatus
@@ -16,7 +17,13 @@ class GangPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("job_valid", _job_valid)
+        def job_valid(job: JobInfo) -> tuple[str, str] | None:
+            invalid = _job_valid(job)
+            if invalid is not None:
+                ssn.explain(job, invalid_why(job))
+            return invalid
+
+        ssn.add("job_valid", job_valid)
 
         def evictable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
             occupied: dict[str, int] = {}
@@ -53,9 +60,11 @@ class GangPlugin(Plugin):
                 continue
             placeable = _placeable(job)
             unready = job.min_available - placeable
+            why = ssn.decision(job).why
             msg = (
                 f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {fit_error(ssn, job)}; "
-                f"gang: {placeable}/{len(job.tasks)} tasks placeable, minMember {job.min_available}"
+                + (f"{why.short()}; " if why is not None else "")
+                + f"gang: {placeable}/{len(job.tasks)} tasks placeable, minMember {job.min_available}"
             )
             ssn.update_podgroup_condition(job, Condition("Unschedulable", "True", "NotEnoughResources", msg, ssn.uid))
 
@@ -70,6 +79,24 @@ def _job_valid(job: JobInfo) -> tuple[str, str] | None:
             f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}",
         )
     return None
+
+
+def invalid_why(job: JobInfo) -> Why:
+    """Which count is short: a role below its minTaskMember, or the job below minMember."""
+    if not job.check_task_valid():
+        counts = job.valid_by_role()
+        short = [(r, counts.get(r, 0), m) for r, m in sorted(job.task_min_available.items()) if counts.get(r, 0) < m]
+        parts = ", ".join(f"role {r}: {n} of minTaskMember {m} pods exist" for r, n, m in short)
+        remedy = " and ".join(f"create {m - n} more {r} pod(s)" for r, n, m in short)
+        return Why("allocate", "gang", f"job not valid: {parts}", f"{remedy}, or lower minTaskMember")
+    valid = job.valid_num()
+    return Why(
+        "allocate",
+        "gang",
+        f"job not valid: {valid} of minMember {job.min_available} pods exist (pending or placed)",
+        f"create {job.min_available - valid} more pod(s) in the group, or lower minMember to {valid}",
+        [f"{len(job.tasks)} pods name the group; only pending and placed ones count"],
+    )
 
 
 def _job_order(left: JobInfo, right: JobInfo) -> int:

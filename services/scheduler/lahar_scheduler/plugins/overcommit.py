@@ -8,6 +8,7 @@ from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import PodGroupPhase, Vote
+from lahar_scheduler.framework.why import Why, amount, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.queueshare import deduct_gated, inqueue_resource, min_resources
 
@@ -16,6 +17,25 @@ DEFAULT_FACTOR = 1.2
 
 class OvercommitArgs(msgspec.Struct, forbid_unknown_fields=True):
     overcommit_factor: float = msgspec.field(default=DEFAULT_FACTOR, name="overcommit-factor")
+
+
+def overcommit_why(
+    total: Resource, factor: float, idle: Resource, inqueue: Resource, req: Resource, names: list[str]
+) -> Why:
+    """The cluster × factor, less what runs and what is already admitted, cannot hold ``req``."""
+    cap = total.clone().multi(factor)
+    on_nodes = cap.clone().sub(idle)
+    short = shortages(req, on_nodes.clone().add(inqueue), cap, names)
+    parts = "; ".join(s.text("overcommit capacity") for s in short)
+    free = ", ".join(f"{amount(s.name, s.missing)} {s.name}" for s in short)
+    details = [
+        f"{s.name}: nodes hold {amount(s.name, total.get(s.name))} × overcommit-factor {factor:g}"
+        f" = {amount(s.name, s.limit)}; {amount(s.name, on_nodes.get(s.name))} in use on nodes,"
+        f" {amount(s.name, inqueue.get(s.name))} held by admitted (Inqueue) jobs"
+        for s in short
+    ]
+    remedy = f"add nodes, raise overcommit-factor, or wait until running or admitted jobs free {free}"
+    return Why("enqueue", "overcommit", f"cluster: {parts}", remedy, details)
 
 
 class OvercommitPlugin(Plugin):
@@ -46,6 +66,7 @@ class OvercommitPlugin(Plugin):
             if ok:
                 return Vote.PERMIT
             job.job_fit_error = f"resource in cluster is overused: overused {', '.join(short)}"
+            ssn.explain(job, overcommit_why(ssn.total_resource, factor, idle, inqueue, minimum, short))
             return Vote.REJECT
 
         def enqueued(job: JobInfo) -> None:

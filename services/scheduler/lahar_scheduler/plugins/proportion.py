@@ -17,6 +17,7 @@ from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.framework.why import Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
 from lahar_scheduler.plugins.queueshare import (
@@ -159,16 +160,18 @@ class ProportionPlugin(Plugin):
             queue = ssn.queues[job.queue]
             if not queue.is_open():
                 job.job_fit_error = f"queue {queue.name} is {queue.state}"
+                ssn.explain(job, queue_state_why("enqueue", self.name, queue.name, queue.state))
                 return Vote.REJECT
             if job.min_resources is None:
                 return Vote.PERMIT
             attr = attrs[job.queue]
             minimum = min_resources(job)
-            want = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-            ok, short = want.less_equal_in(attr.real_capability, minimum)
+            used = attr.allocated.clone().add(attr.inqueue).sub(attr.elastic)
+            ok, short = used.clone().add(minimum).less_equal_in(attr.real_capability, minimum)
             if ok:
                 return Vote.PERMIT
             job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
+            ssn.explain(job, capability_why("enqueue", self.name, attr, minimum, used, short))
             return Vote.REJECT
 
         def enqueued(job: JobInfo) -> None:
@@ -201,3 +204,24 @@ class ProportionPlugin(Plugin):
         ssn.add("job_enqueued", enqueued)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, attrs)
+
+    def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why | None:
+        """Why allocatable refused ``task``: a closed queue, or its deserved share is used up."""
+        if not queue.is_open():
+            return queue_state_why("allocate", self.name, queue.name, queue.state)
+        attr = self.attrs.get(queue.uid)
+        if attr is None:
+            return None
+        ok, names = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
+        if ok:
+            return None
+        short = shortages(task.resreq, attr.allocated, attr.deserved, names)
+        never = [s for s in short if s.requested > attr.real_capability.get(s.name)]
+        if never:
+            caps = ", ".join(f"{amount(s.name, attr.real_capability.get(s.name))} {s.name}" for s in never)
+            remedy = f"it can never fit: the queue may hold at most {caps}; add nodes or request less"
+        else:
+            remedy = "raise its weight or guarantee (deserved is its weighted share of the cluster), add nodes"
+        why = quota_why("allocate", self.name, queue.name, short, "deserved", remedy, freeable=not never)
+        why.details.append(f"task {task.name} asks {task.resreq}")
+        return why

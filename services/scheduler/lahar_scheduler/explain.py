@@ -1,0 +1,106 @@
+"""``lahar explain``: why a pod or PodGroup waits, as a chain a person can act on.
+
+Runs the scheduler over a set of objects (a dump, or the mirror's content) exactly as
+``lahar simulate`` does, then reads the last session's record for the job: which action and
+plugin stopped it, with the numbers, and what would let it run.  Pure: objects in, lines out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lahar.api.objects import KubeObject, Pod, PodGroup, Queue
+from lahar_scheduler.framework.conf import SchedulerConf
+from lahar_scheduler.framework.session import JobDecision, PodGroupUpdate, SessionResult
+from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
+from lahar_scheduler.simulation import simulate
+
+
+class NotFound(LookupError):
+    pass
+
+
+def explain(objects: Iterable[KubeObject], conf: SchedulerConf, kind: str, key: str, *, cycles: int = 1) -> list[str]:
+    """Lines explaining ``kind`` (pod or podgroup) ``key`` (namespace/name); NotFound if absent."""
+    objs = list(objects)
+    pods = {_key(o): o for o in objs if isinstance(o, Pod)}
+    groups = {_key(o): o for o in objs if isinstance(o, PodGroup)}
+    queues = {o.metadata.name for o in objs if isinstance(o, Queue)}
+    lines: list[str] = []
+    if kind == "pod":
+        pod = pods.get(key)
+        if pod is None:
+            raise NotFound(f"pod {key} not found")
+        if pod.spec.node_name:
+            return [f"pod {key}: bound to {pod.spec.node_name}; not waiting"]
+        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
+        if not group:
+            return [
+                f"pod {key}: Pending, waiting",
+                f"  why: the pod has no {GROUP_NAME_ANNOTATION} annotation, so no PodGroup holds it",
+                "  to run: create a PodGroup and annotate the pod with its name (or submit it as a Volcano Job)",
+            ]
+        lines.append(f"pod {key}: Pending, in PodGroup {pod.metadata.namespace}/{group}")
+        key = f"{pod.metadata.namespace}/{group}"
+        if key not in groups:
+            return [
+                *lines,
+                f"  why: PodGroup {key} does not exist; the pod waits until it is created",
+                f"  to run: create PodGroup {key}",
+            ]
+    pg = groups.get(key)
+    if pg is None:
+        raise NotFound(f"PodGroup {key} not found")
+    if pg.spec.queue not in queues:
+        return [
+            *lines,
+            f"PodGroup {key}: {pg.status.phase or 'Pending'}, waiting",
+            "  stopped by: the scheduler's session (a PodGroup in a missing queue is not scheduled)",
+            f"  why: queue {pg.spec.queue!r} does not exist",
+            f"  to run: create queue {pg.spec.queue}, or move the PodGroup to an existing queue",
+        ]
+    result = simulate(objs, conf, cycles=cycles).results[-1]
+    return [*lines, *_job_lines(key, pg, result, f"session-{cycles}")]
+
+
+def _key(obj: KubeObject) -> str:
+    return f"{obj.metadata.namespace}/{obj.metadata.name}"
+
+
+def _job_lines(key: str, pg: PodGroup, result: SessionResult, session: str) -> list[str]:
+    update = result.podgroups.get(key)
+    decision = result.decisions.get(key)
+    phase = update.phase if update is not None else pg.status.phase or "Pending"
+    head = f"PodGroup {key} (queue {pg.spec.queue}, minMember {pg.spec.min_member}): {phase}"
+    cond = _unschedulable(update, session)
+    if cond is None:
+        bound = sum(1 for t, _ in result.binds if t.job == key)
+        return [f"{head}; not waiting" + (f" ({bound} pods bound this session)" if bound else "")]
+    lines = [f"{head}, waiting"]
+    lines += _why_lines(decision)
+    lines.append(f"  condition Unschedulable: {cond}")
+    return lines
+
+
+def _unschedulable(update: PodGroupUpdate | None, session: str) -> str | None:
+    """The condition this session set (an older one may linger from the dump)."""
+    if update is None:
+        return None
+    for c in update.conditions:
+        if c.type == "Unschedulable" and c.status == "True" and c.transition_id == session:
+            return c.message
+    return None
+
+
+def _why_lines(decision: JobDecision | None) -> list[str]:
+    why = decision.why if decision is not None else None
+    if why is None:
+        return ["  stopped by: node predicates (see the condition: counts per reason across nodes)"]
+    lines = [
+        f"  stopped by: action {why.action}, plugin {why.plugin}",
+        f"  why: {why.summary}",
+        *(f"    {d}" for d in why.details),
+    ]
+    if why.remedy:
+        lines.append(f"  to run: {why.remedy}")
+    return lines

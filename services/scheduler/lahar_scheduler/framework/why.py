@@ -1,0 +1,122 @@
+"""Why a job waits: the first thing that stopped it in a session, with the numbers and what
+would let it run.
+
+Volcano's conditions name no plugin and no resource (``3 Pending, 3 minAvailable, pod group is
+not ready``).  A plugin or action that refuses a job records a ``Why`` on the job's decision;
+the gang plugin appends its short form to Volcano's text in the PodGroup's ``Unschedulable``
+condition (so tools matching Volcano's prefix still match), and ``lahar explain`` prints it whole.
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from lahar.api.quantity import format_quantity
+from lahar.api.resource import CPU, MEMORY, PODS, Resource
+
+
+@dataclass
+class Why:
+    action: str  # the action that stopped the job: enqueue, allocate, ...
+    plugin: str  # the plugin whose verdict stopped it (or "scheduler")
+    summary: str  # "queue ml: cpu 300 requested, 12 of capability 100 left"
+    remedy: str = ""  # "raise its capability or free 288 cpu in queue ml"
+    details: list[str] = field(default_factory=list)
+
+    def short(self) -> str:
+        """The form carried by the PodGroup condition."""
+        text = f"{self.plugin}: {self.summary}"
+        return f"{text}; {self.remedy}" if self.remedy else text
+
+
+def amount(name: str, value: float) -> str:
+    """One dimension of a Resource as a person writes it: cpu in cores, memory in Gi/Mi."""
+    if math.isinf(value):
+        return "unlimited"
+    if name == CPU:
+        return format_quantity(value, True)
+    if name == MEMORY:
+        return format_quantity(value, False)
+    return f"{value:g}" if name == PODS else f"{value / 1000:g}"
+
+
+@dataclass
+class Shortage:
+    """``requested`` does not fit in ``limit − used`` on dimension ``name``."""
+
+    name: str
+    requested: float
+    used: float
+    limit: float
+
+    @property
+    def left(self) -> float:
+        return max(0.0, self.limit - self.used)
+
+    @property
+    def missing(self) -> float:
+        return self.requested - self.left
+
+    def text(self, label: str) -> str:
+        n = self.name
+        return (
+            f"{n} {amount(n, self.requested)} requested, {amount(n, self.left)} of {label} {amount(n, self.limit)} left"
+        )
+
+
+def shortages(requested: Resource, used: Resource, limit: Resource, names: list[str]) -> list[Shortage]:
+    """The named dimensions where ``used + requested`` exceeds ``limit`` (Volcano's ``short``)."""
+    out = []
+    for name in names:
+        s = Shortage(name, requested.get(name), used.get(name), limit.get(name))
+        if s.missing > 0:
+            out.append(s)
+    return out
+
+
+def quota_why(
+    action: str, plugin: str, queue: str, short: list[Shortage], label: str, remedy: str, *, freeable: bool = True
+) -> Why:
+    """A queue limit (capability, deserved share) refused the request; unless ``freeable`` is
+    False (the request exceeds the limit itself), freeing the excess would also let it run."""
+    parts = "; ".join(s.text(label) for s in short)
+    free = ", ".join(f"{amount(s.name, s.missing)} {s.name}" for s in short)
+    details = [
+        f"{s.name}: the queue uses {amount(s.name, s.used)} of its {label} {amount(s.name, s.limit)}" for s in short
+    ]
+    if freeable:
+        remedy = f"{remedy} or free {free} in queue {queue}"
+    return Why(action, plugin, f"queue {queue}: {parts}", remedy, details)
+
+
+def queue_state_why(action: str, plugin: str, queue: str, state: str) -> Why:
+    return Why(
+        action,
+        plugin,
+        f"queue {queue} is {state}: it admits and allocates nothing",
+        f"open queue {queue} (lahar queue operate {queue} --action open)",
+    )
+
+
+class QuotaAttr(Protocol):
+    """What proportion's and capacity's per-queue state share: enough to explain a refusal."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def capability(self) -> Resource | None: ...
+    @property
+    def real_capability(self) -> Resource: ...
+
+
+def capability_why(action: str, plugin: str, attr: QuotaAttr, req: Resource, used: Resource, names: list[str]) -> Why:
+    """The queue's real capability refused ``req``: its spec capability, or the cluster less the
+    other queues' guarantees when that is smaller."""
+    short = shortages(req, used, attr.real_capability, names)
+    cap = attr.capability
+    if cap is not None and all(cap.get(s.name) == s.limit for s in short):
+        return quota_why(action, plugin, attr.name, short, "capability", "raise its capability")
+    return quota_why(action, plugin, attr.name, short, "real capability", "add nodes")
