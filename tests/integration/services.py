@@ -29,6 +29,9 @@ def kube_for(url: str) -> KubeClient:
     return KubeClient(KubeConfig(host=url, verify=False, cert=None, headers={}))
 
 
+CLOSE_TIMEOUT = 10.0
+
+
 @dataclass
 class Running:
     """A started service: its object, its stop event and its task."""
@@ -46,7 +49,8 @@ class Running:
             with contextlib.suppress(Exception):
                 got = close()
                 if asyncio.iscoroutine(got):
-                    await got
+                    # bounded: a client that cannot close (its server gone) must not hang the test
+                    await asyncio.wait_for(got, CLOSE_TIMEOUT)
 
     async def kill(self) -> None:
         """Abrupt end: the task is cancelled mid-work and connections dropped without cleanup."""
@@ -57,7 +61,8 @@ class Running:
             with contextlib.suppress(Exception):
                 got = close()
                 if asyncio.iscoroutine(got):
-                    await got
+                    # bounded: a client that cannot close (its server gone) must not hang the test
+                    await asyncio.wait_for(got, CLOSE_TIMEOUT)
 
 
 class Stack:
