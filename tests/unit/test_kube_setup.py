@@ -1,0 +1,86 @@
+"""``lahar kube``'s pieces that need no Go and no server: the build recipe, the cache, the
+credentials, the CRD data and the node objects."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from lahar.cli.main import main
+from lahar.kube import build
+from lahar.kube.control_plane import KWOK_ANNOTATION, ControlPlane, volcano_crds
+from lahar.kube.pki import make_pki
+from lahar.sim.nodes import parse_spec
+
+
+def test_go_mod_pins_kubernetes_and_replaces_every_staging_module() -> None:
+    text = build._go_mod()
+    assert f"require k8s.io/kubernetes {build.KUBERNETES_VERSION}" in text
+    for module in ("api", "client-go", "apiserver", "kube-controller-manager", "sample-controller"):
+        assert f"replace k8s.io/{module} => k8s.io/{module} {build.STAGING_VERSION}\n" in text
+    assert "./staging" not in text
+
+
+def test_missing_go_names_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(build.KubeBuildError, match=r"Go toolchain .*install it from https://go.dev/dl/"):
+        build.ensure(lambda line: None, root=tmp_path / "cache")
+
+
+def test_cached_binaries_are_used_without_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    wanted = build.binaries(root)
+    for path in (wanted.etcd, wanted.apiserver, wanted.controller_manager, wanted.kwok):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no go on PATH: a build would fail
+    assert build.ensure(lambda line: None, root=root) == wanted
+
+
+def test_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert build.cache_root() == tmp_path / "lahar" / "kube"
+    assert build.binaries().apiserver == tmp_path / "lahar/kube/kubernetes-v1.34.4/kube-apiserver"
+
+
+def test_pki_serves_loopback_and_keeps_secrets_private(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    cert = x509.load_pem_x509_certificate(pki.cert.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+    assert "kubernetes.default.svc" in san.get_values_for_type(x509.DNSName)
+    assert pki.tokens.read_text().startswith(f'{pki.admin_token},lahar-admin,lahar-admin,"system:masters"')
+    for secret in (pki.key, pki.sa_key, pki.tokens):
+        assert os.stat(secret).st_mode & 0o077 == 0
+
+
+def test_volcano_crds_are_the_ones_lahar_uses() -> None:
+    names = {crd["metadata"]["name"] for crd in volcano_crds()}
+    assert {
+        "podgroups.scheduling.volcano.sh",
+        "queues.scheduling.volcano.sh",
+        "jobs.batch.volcano.sh",
+        "commands.bus.volcano.sh",
+        "jobflows.flow.volcano.sh",
+    } <= names
+
+
+def test_nodes_come_from_the_emulator_spec_and_are_kwok_managed(tmp_path: Path) -> None:
+    plane = ControlPlane(tmp_path, [parse_spec("2:cpu=32,memory=128Gi,label.zone=a")], build.binaries(tmp_path))
+    assert [n["metadata"]["name"] for n in plane.nodes] == ["node-0001", "node-0002"]
+    for node in plane.nodes:
+        assert node["metadata"]["annotations"][KWOK_ANNOTATION] == "fake"
+        assert node["metadata"]["labels"]["zone"] == "a"
+        assert node["status"]["allocatable"]["memory"] == "128Gi"
+
+
+def test_cli_rejects_a_bad_node_spec_before_building(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["kube", "up", "--state-dir", str(tmp_path), "--nodes", "3:cpu=lots"])
+    assert exit_info.value.code == 2
+    assert "cpu: 'lots' is not a quantity" in capsys.readouterr().err
