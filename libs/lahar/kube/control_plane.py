@@ -3,7 +3,7 @@ KWOK (simulated kubelets), with Volcano's CRDs and a fleet of KWOK nodes.
 
 Layout of the state folder::
 
-    DIR/kubeconfig            written last, once every node is Ready (its presence means "ready")
+    DIR/kubeconfig            written last, once every node is Ready, and removed on stop
     DIR/kube/pki/             CA, serving pair, service-account keys, static tokens
     DIR/kube/etcd/            etcd's data, new on every start
     DIR/kube/*.log            one log per process
@@ -97,6 +97,8 @@ class ControlPlane:
             raise
 
     def stop(self) -> None:
+        # A kubeconfig left behind would point at a dead server.
+        self.kubeconfig.unlink(missing_ok=True)
         # Reverse order: the API server's clients first, etcd last.
         while self.procs:
             p = self.procs.pop()
@@ -223,7 +225,7 @@ class ControlPlane:
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
                 "--node-ip=10.244.0.1",
-                "--cidr=10.244.0.0/16",
+                "--cidr=10.244.0.1/16",
                 f"--server-address={HOST}:{free_port()}",
             ],
         )
