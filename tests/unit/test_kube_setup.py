@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,38 @@ def test_cli_rejects_a_bad_node_spec_before_building(capsys: pytest.CaptureFixtu
         main(["kube", "up", "--state-dir", str(tmp_path), "--nodes", "3:cpu=lots"])
     assert exit_info.value.code == 2
     assert "cpu: 'lots' is not a quantity" in capsys.readouterr().err
+
+
+def test_build_lock_makes_a_second_build_wait(tmp_path: Path) -> None:
+    lock = tmp_path / "build.lock"
+    said: list[str] = []
+    order: list[str] = []
+
+    def second() -> None:
+        with build._locked(lock, said.append):
+            order.append("second")
+
+    with build._locked(lock, said.append):
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.01)
+        order.append("first")
+    waiter.join(10)
+    assert order == ["first", "second"]
+    assert said == [f"lahar kube: another build holds {lock}; waiting for it"]
+
+
+def test_cli_build_prints_cached_paths(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for path in (b := build.binaries()).etcd, b.apiserver, b.controller_manager, b.kwok:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["kube", "build"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.split() == [str(p) for p in (b.etcd, b.apiserver, b.controller_manager, b.kwok)]
