@@ -121,3 +121,26 @@ def test_cli_build_prints_cached_paths(
         main(["kube", "build"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.split() == [str(p) for p in (b.etcd, b.apiserver, b.controller_manager, b.kwok)]
+
+
+def _fake_go(tmp_path: Path, script: str) -> str:
+    go = tmp_path / "go"
+    go.write_text("#!/bin/sh\n" + script)
+    go.chmod(0o755)
+    return str(go)
+
+
+def test_go_runs_niced_with_the_asked_parallelism(tmp_path: Path) -> None:
+    go = build._Go(_fake_go(tmp_path, 'echo "$GOFLAGS|$CGO_ENABLED|$PWD|$*" > out\n'), 3, lambda line: None)
+    work = tmp_path / "work"
+    work.mkdir()
+    go.run(["build", "./x"], work, tmp_path / "log", "x")
+    flags, cgo, cwd, args = (work / "out").read_text().strip().split("|")
+    assert "-p=3" in flags.split()
+    assert (cgo, cwd, args) == ("0", str(work), "build ./x")
+
+
+def test_a_failed_go_command_reports_its_log(tmp_path: Path) -> None:
+    go = build._Go(_fake_go(tmp_path, "echo 'missing module k8s.io/nope'\nexit 3\n"), 1, lambda line: None)
+    with pytest.raises(build.KubeBuildError, match=r"(?s)'go get' for modules failed \(exit 3\).*k8s.io/nope"):
+        go.run(["get", "x"], tmp_path, tmp_path / "log", "modules")

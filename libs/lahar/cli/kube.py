@@ -42,13 +42,31 @@ def register(sub: Any) -> None:
         metavar="COUNT:cpu=…,memory=…",
         help=f"KWOK nodes, in the emulator's spec format (repeatable; default {DEFAULT_NODES})",
     )
+    _jobs_flag(up)
     up.set_defaults(handler=run_up)
     b = kube_sub.add_parser(
         "build",
         help="only build (or find in the cache) the pinned binaries, and print where they are",
         description="What `lahar kube up` does first; useful to build ahead, e.g. in CI before the tests.",
     )
+    _jobs_flag(b)
     b.set_defaults(handler=run_build)
+
+
+def _jobs_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        help="Go packages compiled at once on the first build (default 1: slow, but leaves a shared machine usable)",
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _say(line: str) -> None:
@@ -57,7 +75,7 @@ def _say(line: str) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     try:
-        bins = build.ensure(_say)
+        bins = build.ensure(_say, jobs=args.jobs)
     except build.KubeBuildError as exc:
         _say(f"lahar kube: {exc}")
         return 2
@@ -71,7 +89,7 @@ def run_build(args: argparse.Namespace) -> int:
 def run_up(args: argparse.Namespace) -> int:
     try:
         specs = [parse_spec(text) for text in args.nodes or [DEFAULT_NODES]]
-        bins = build.ensure(_say)
+        bins = build.ensure(_say, jobs=args.jobs)
     except (NodeSpecError, build.KubeBuildError) as exc:
         _say(f"lahar kube: {exc}")
         return 2

@@ -13,7 +13,7 @@ the same sources build on any machine with Go, and a second run finds them in th
   the 3.4.31 the API server requires for them, so it would only serve with that feature off.
 * KWOK v0.7.0 has no replace directives, so ``go install`` builds it as published.
 
-Builds run at the lowest CPU priority with one package at a time (``nice -n 19``, ``-p=1``) so a
+Builds run at the lowest CPU priority, one package at a time by default (``nice -n 19``, ``-p=1``), so a
 shared machine keeps working, and under a file lock so two builds never collide.
 """
 
@@ -121,20 +121,21 @@ def go_path() -> str:
     return go
 
 
-def ensure(progress: Progress = print, root: Path | None = None) -> Binaries:
-    """The pinned binaries, built first if the cache lacks any."""
+def ensure(progress: Progress = print, root: Path | None = None, jobs: int = 1) -> Binaries:
+    """The pinned binaries, built first if the cache lacks any, compiling ``jobs`` packages at a
+    time (1 by default: slow but gentle on a shared machine; a dedicated CI runner can use more)."""
     root = root or cache_root()
     wanted = binaries(root)
     if cached(root):
         return wanted
-    go = go_path()
+    go = _Go(go_path(), jobs, progress)
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root / "build.lock", progress):
         # Another process may have built them while we waited for the lock.
         if not _runnable(wanted.apiserver) or not _runnable(wanted.controller_manager) or not _runnable(wanted.etcd):
-            _build_kubernetes(go, root, wanted, progress)
+            _build_kubernetes(go, root, wanted)
         if not _runnable(wanted.kwok):
-            _build_kwok(go, root, wanted, progress)
+            _build_kwok(go, root, wanted)
     return wanted
 
 
@@ -169,7 +170,7 @@ def _ldflags() -> str:
     return f"-s -w -X {pkg}.gitVersion={KUBERNETES_VERSION} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor}"
 
 
-def _build_kubernetes(go: str, root: Path, wanted: Binaries, progress: Progress) -> None:
+def _build_kubernetes(go: _Go, root: Path, wanted: Binaries) -> None:
     packages = {
         wanted.apiserver: "k8s.io/kubernetes/cmd/kube-apiserver",
         wanted.controller_manager: "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -179,33 +180,25 @@ def _build_kubernetes(go: str, root: Path, wanted: Binaries, progress: Progress)
         work = Path(tmp)
         (work / "go.mod").write_text(_go_mod())
         log = root / "build-kubernetes.log"
-        progress(
+        go.progress(
             f"lahar kube: building Kubernetes {KUBERNETES_VERSION} and etcd {ETCD_VERSION} with Go, once "
             f"(several minutes at low priority; log: {log})"
         )
         pins = [f"{p}@{KUBERNETES_VERSION}" for p in packages.values() if p.startswith("k8s.io/")]
-        _go(go, ["get", *pins, f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], work, log, progress, "resolving modules")
+        go.run(["get", *pins, f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], work, log, "resolving modules")
         for out, pkg in packages.items():
             ldflags = _ldflags() if pkg.startswith("k8s.io/") else "-s -w"
             built = work / out.name
-            _go(go, ["build", "-trimpath", "-ldflags", ldflags, "-o", str(built), pkg], work, log, progress, out.name)
+            go.run(["build", "-trimpath", "-ldflags", ldflags, "-o", str(built), pkg], work, log, out.name)
             _install(built, out)
 
 
-def _build_kwok(go: str, root: Path, wanted: Binaries, progress: Progress) -> None:
+def _build_kwok(go: _Go, root: Path, wanted: Binaries) -> None:
     with tempfile.TemporaryDirectory(prefix="build-", dir=root) as tmp:
         log = root / "build-kwok.log"
-        progress(f"lahar kube: building KWOK {KWOK_VERSION} with Go, once (log: {log})")
-        env = {"GOBIN": tmp}
-        _go(
-            go,
-            ["install", "-trimpath", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"],
-            Path(tmp),
-            log,
-            progress,
-            "kwok",
-            env,
-        )
+        go.progress(f"lahar kube: building KWOK {KWOK_VERSION} with Go, once (log: {log})")
+        args = ["install", "-trimpath", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"]
+        go.run(args, Path(tmp), log, "kwok", {"GOBIN": tmp})
         _install(Path(tmp) / "kwok", wanted.kwok)
 
 
@@ -216,31 +209,30 @@ def _install(built: Path, out: Path) -> None:
     built.replace(out)
 
 
-def _go(
-    go: str,
-    args: list[str],
-    cwd: Path,
-    log: Path,
-    progress: Progress,
-    what: str,
-    extra_env: dict[str, str] | None = None,
-) -> None:
-    env = dict(os.environ, CGO_ENABLED="0", **(extra_env or {}))
-    env["GOFLAGS"] = " ".join(filter(None, [env.get("GOFLAGS", ""), "-p=1", "-buildvcs=false"]))
-    argv = ["nice", "-n", "19", go, *args] if shutil.which("nice") else [go, *args]
-    started = time.monotonic()
-    with log.open("ab") as f:
-        f.write(f"\n$ (cd {cwd} && {' '.join(argv)})\n".encode())
-    # Its own process group and the parent-death signal: Ctrl-C or a killed parent stops the build.
-    proc = spawn(argv, log, env, append=True, cwd=cwd)
-    try:
-        code = proc.wait()
-    except BaseException:
-        stop(proc, 5.0)
-        raise
-    if code != 0:
-        raise KubeBuildError(f"'go {args[0]}' for {what} failed (exit {code}); the end of {log}:\n{_tail(log)}")
-    progress(f"lahar kube: {what}: done in {time.monotonic() - started:.0f} s")
+@dataclass(frozen=True)
+class _Go:
+    path: str
+    jobs: int
+    progress: Progress
+
+    def run(self, args: list[str], cwd: Path, log: Path, what: str, extra_env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ, CGO_ENABLED="0", **(extra_env or {}))
+        flags = [env.get("GOFLAGS", ""), f"-p={self.jobs}", "-buildvcs=false"]
+        env["GOFLAGS"] = " ".join(filter(None, flags))
+        argv = ["nice", "-n", "19", self.path, *args] if shutil.which("nice") else [self.path, *args]
+        started = time.monotonic()
+        with log.open("ab") as f:
+            f.write(f"\n$ (cd {cwd} && {' '.join(argv)})\n".encode())
+        # Its own process group and the parent-death signal: Ctrl-C or a killed parent stops the build.
+        proc = spawn(argv, log, env, append=True, cwd=cwd)
+        try:
+            code = proc.wait()
+        except BaseException:
+            stop(proc, 5.0)
+            raise
+        if code != 0:
+            raise KubeBuildError(f"'go {args[0]}' for {what} failed (exit {code}); the end of {log}:\n{_tail(log)}")
+        self.progress(f"lahar kube: {what}: done in {time.monotonic() - started:.0f} s")
 
 
 def _tail(path: Path, lines: int = 20) -> str:
