@@ -187,7 +187,7 @@ class ControlPlane:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-cluster-ip-range=10.96.0.0/16",
                 # Endpoints may not hold a loopback address, so the "kubernetes" Service gets none.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",

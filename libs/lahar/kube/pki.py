@@ -21,7 +21,7 @@ SERVING_NAMES = [
     "kubernetes.default",
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
-    "10.0.0.1",
+    "10.96.0.1",  # the "kubernetes" Service: the first address of --service-cluster-ip-range
 ]
 
 
