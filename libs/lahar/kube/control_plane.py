@@ -36,10 +36,15 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 HOST = "127.0.0.1"
 STOP_TIMEOUT = 10.0
+START_ATTEMPTS = 3  # a port picked as free can be taken before our process binds it
 
 
 class ControlPlaneError(Exception):
     pass
+
+
+class PortTaken(ControlPlaneError):
+    """A process could not bind the free port it was given: someone took it in between."""
 
 
 @dataclass
@@ -90,11 +95,18 @@ class ControlPlane:
 
     def start(self) -> None:
         """Start everything and return once DIR/kubeconfig is written; on failure nothing is left running."""
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start()
+                return
+            except PortTaken as exc:
+                self.stop()
+                if attempt == START_ATTEMPTS:
+                    raise ControlPlaneError(str(exc)) from None
+                self.progress(f"lahar kube: {exc}; starting again on other ports")
+            except BaseException:
+                self.stop()
+                raise
 
     def stop(self) -> None:
         # A kubeconfig left behind would point at a dead server.
@@ -267,7 +279,9 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while True:
             if dead := self.dead():
-                raise ControlPlaneError(f"waiting for {what}: exited: {', '.join(dead)}\n{self._tail(dead)}")
+                tail = self._tail()
+                error = PortTaken if "address already in use" in tail else ControlPlaneError
+                raise error(f"waiting for {what}: exited: {', '.join(dead)}\n{tail}")
             try:
                 if check():
                     return
@@ -277,7 +291,7 @@ class ControlPlane:
                 raise ControlPlaneError(f"{what} not ready after {timeout:.0f} s; logs in {self.dir}")
             time.sleep(0.2)
 
-    def _tail(self, dead: list[str]) -> str:
+    def _tail(self) -> str:
         out = []
         for p in self.procs:
             if p.proc.poll() is not None:
