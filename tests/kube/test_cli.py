@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lahar.kube.control_plane import ControlPlane
+from lahar.kube.build import Binaries
 
 DEADLINE = 120.0
 
@@ -41,8 +41,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_ctrl_c_stops_every_process(control_plane: ControlPlane, tmp_path: Path) -> None:
-    # control_plane: only to share the tier's skip (no Go) and its already built binaries.
+def test_ctrl_c_stops_every_process(kube_binaries: Binaries, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "lahar.cli.main", "kube", "up", "--state-dir", str(tmp_path), "--nodes", "2:cpu=4"],
         stdout=subprocess.PIPE,

@@ -13,8 +13,8 @@ from lahar.kube.control_plane import ControlPlane
 DEADLINE = 60.0
 
 
-async def test_kwok_nodes_are_ready_and_untainted(control_plane: ControlPlane) -> None:
-    client = KubeClient(KubeConfig.load(str(control_plane.kubeconfig)))
+async def test_kwok_nodes_are_ready_and_untainted(kube_control_plane: ControlPlane) -> None:
+    client = KubeClient(KubeConfig.load(str(kube_control_plane.kubeconfig)))
     try:
         items, _ = await client.list("nodes")
         nodes = [msgspec.json.decode(i.raw) for i in items]
@@ -28,8 +28,8 @@ async def test_kwok_nodes_are_ready_and_untainted(control_plane: ControlPlane) -
         assert node["status"]["allocatable"]["cpu"] == "8"
 
 
-async def test_pod_bound_to_a_kwok_node_runs(control_plane: ControlPlane) -> None:
-    client = KubeClient(KubeConfig.load(str(control_plane.kubeconfig)))
+async def test_pod_bound_to_a_kwok_node_runs(kube_control_plane: ControlPlane) -> None:
+    client = KubeClient(KubeConfig.load(str(kube_control_plane.kubeconfig)))
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
