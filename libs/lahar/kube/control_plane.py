@@ -141,13 +141,13 @@ class ControlPlane:
         etcd_url = self._start_etcd()
         self._start_apiserver(pki, etcd_url)
         admin = self.dir / "admin.kubeconfig"
-        _write_kubeconfig(admin, self.url, pki.ca, pki.admin_token)
+        write_kubeconfig(admin, self.url, pki.ca, pki.admin_token)
         self._start_controller_manager(pki, admin)
         self._start_kwok(admin)
         self._install_crds()
         self._create_nodes()
         self._wait_ready()
-        _write_kubeconfig(self.kubeconfig, self.url, pki.ca, pki.admin_token)
+        write_kubeconfig(self.kubeconfig, self.url, pki.ca, pki.admin_token)
         self.progress(
             f"lahar kube: ready in {time.monotonic() - started:.0f} s: {len(self.nodes)} nodes; "
             f"KUBECONFIG={self.kubeconfig}"
@@ -337,7 +337,8 @@ def _exists(api: Api, path: str) -> bool:
     return True
 
 
-def _write_kubeconfig(path: Path, url: str, ca: Path, token: str) -> None:
+def write_kubeconfig(path: Path, url: str, ca: Path, token: str) -> None:
+    """A kubeconfig for ``token`` on this control plane (also one per service identity)."""
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
