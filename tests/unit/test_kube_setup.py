@@ -144,3 +144,17 @@ def test_a_failed_go_command_reports_its_log(tmp_path: Path) -> None:
     go = build._Go(_fake_go(tmp_path, "echo 'missing module k8s.io/nope'\nexit 3\n"), 1, lambda line: None)
     with pytest.raises(build.KubeBuildError, match=r"(?s)'go get' for modules failed \(exit 3\).*k8s.io/nope"):
         go.run(["get", "x"], tmp_path, tmp_path / "log", "modules")
+
+
+def test_nodes_from_a_file_are_kwok_managed_too(tmp_path: Path) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"capacity": {"cpu": "4"}}}
+    plane = ControlPlane(tmp_path, [parse_spec("1:cpu=2")], build.binaries(tmp_path), node_objects=[node])
+    assert [n["metadata"]["name"] for n in plane.nodes] == ["node-0001", "gpu-1"]
+    assert plane.nodes[1]["metadata"]["annotations"][KWOK_ANNOTATION] == "fake"
+
+
+def test_cli_rejects_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["kube", "up", "--state-dir", str(tmp_path), "--nodes-file", str(tmp_path / "absent.yaml")])
+    assert exit_info.value.code == 2
+    assert "absent.yaml: cannot read" in capsys.readouterr().err

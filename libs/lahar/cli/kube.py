@@ -11,7 +11,7 @@ from typing import Any
 
 from lahar.kube import build
 from lahar.kube.control_plane import ControlPlane, ControlPlaneError
-from lahar.sim.nodes import NodeSpecError, parse_spec
+from lahar.sim.nodes import NodeSpecError, load_nodes_file, parse_spec
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 WATCH_INTERVAL = 1.0
@@ -40,7 +40,14 @@ def register(sub: Any) -> None:
         "--nodes",
         action="append",
         metavar="COUNT:cpu=…,memory=…",
-        help=f"KWOK nodes, in the emulator's spec format (repeatable; default {DEFAULT_NODES})",
+        help=f"KWOK nodes, in the emulator's spec format (repeatable; default {DEFAULT_NODES} without --nodes-file)",
+    )
+    up.add_argument(
+        "--nodes-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="KWOK nodes from a YAML file of Node objects, as the emulator takes them (repeatable)",
     )
     _jobs_flag(up)
     up.set_defaults(handler=run_up)
@@ -88,14 +95,15 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_up(args: argparse.Namespace) -> int:
     try:
-        specs = [parse_spec(text) for text in args.nodes or [DEFAULT_NODES]]
+        files = [node for path in args.nodes_file for node in load_nodes_file(path)]
+        specs = [parse_spec(text) for text in args.nodes or ([] if files else [DEFAULT_NODES])]
         bins = build.ensure(_say, jobs=args.jobs)
     except (NodeSpecError, build.KubeBuildError) as exc:
         _say(f"lahar kube: {exc}")
         return 2
     except KeyboardInterrupt:  # the build's process group is stopped by build.ensure
         return 130
-    plane = ControlPlane(Path(args.state_dir), specs, bins, _say)
+    plane = ControlPlane(Path(args.state_dir), specs, bins, _say, node_objects=files)
     try:
         plane.start()
     except ControlPlaneError as exc:

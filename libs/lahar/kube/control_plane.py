@@ -71,14 +71,15 @@ class ControlPlane:
         bins: Binaries,
         progress: Callable[[str], None] = print,
         ready_timeout: float = 180.0,
+        node_objects: Iterable[Obj] = (),
     ) -> None:
         self.state_dir = state_dir.resolve()
         self.dir = self.state_dir / "kube"
         self.kubeconfig = self.state_dir / "kubeconfig"
-        self.nodes = build_nodes(specs)
+        self.nodes = build_nodes(specs) + list(node_objects)
         for node in self.nodes:
             node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
-            node["metadata"]["labels"]["type"] = "kwok"
+            node["metadata"].setdefault("labels", {})["type"] = "kwok"
         self.bins = bins
         self.progress = progress
         self.ready_timeout = ready_timeout
