@@ -158,3 +158,12 @@ def test_cli_rejects_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tm
         main(["kube", "up", "--state-dir", str(tmp_path), "--nodes-file", str(tmp_path / "absent.yaml")])
     assert exit_info.value.code == 2
     assert "absent.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_a_long_go_command_says_it_is_still_building(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(build, "HEARTBEAT", 0.05)
+    said: list[str] = []
+    go = build._Go(_fake_go(tmp_path, "sleep 0.3\n"), 1, said.append)
+    go.run(["build", "x"], tmp_path, tmp_path / "log", "kube-apiserver")
+    assert "lahar kube: kube-apiserver: still building (0 min)" in said
+    assert said[-1].startswith("lahar kube: kube-apiserver: done in")

@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ KUBERNETES_VERSION = "v1.34.4"
 STAGING_VERSION = "v0.34.4"  # the published k8s.io/* modules of the same release
 ETCD_VERSION = "v3.6.4"  # what k8s.io/kubernetes v1.34.4 requires
 KWOK_VERSION = "v0.7.0"
+HEARTBEAT = 60.0  # seconds between "still building" lines
 
 # Every k8s.io module that k8s.io/kubernetes v1.34.4's go.mod replaces with a ./staging folder.
 STAGING = [
@@ -226,13 +228,21 @@ class _Go:
         # Its own process group and the parent-death signal: Ctrl-C or a killed parent stops the build.
         proc = spawn(argv, log, env, append=True, cwd=cwd)
         try:
-            code = proc.wait()
+            code = self._wait(proc, what, started)
         except BaseException:
             stop(proc, 5.0)
             raise
         if code != 0:
             raise KubeBuildError(f"'go {args[0]}' for {what} failed (exit {code}); the end of {log}:\n{_tail(log)}")
         self.progress(f"lahar kube: {what}: done in {time.monotonic() - started:.0f} s")
+
+    def _wait(self, proc: subprocess.Popen[bytes], what: str, started: float) -> int:
+        # A line now and then, so a long first build does not look hung.
+        while True:
+            try:
+                return proc.wait(HEARTBEAT)
+            except subprocess.TimeoutExpired:
+                self.progress(f"lahar kube: {what}: still building ({(time.monotonic() - started) / 60:.0f} min)")
 
 
 def _tail(path: Path, lines: int = 20) -> str:
