@@ -6,8 +6,9 @@ import pytest
 from pytest_asyncio import is_async_test
 
 # Real NATS and Valkey for the session, each test isolated by a prefix: lahar_infra, nats_url,
-# redis_url, lahar_prefix, redis_client, nats_client, jetstream.
-pytest_plugins = ["lahar.infra.pytest_plugin"]
+# redis_url, lahar_prefix, redis_client, nats_client, jetstream.  A real control plane (skipped
+# without Go): kube_binaries, kube_control_plane.
+pytest_plugins = ["lahar.infra.pytest_plugin", "lahar.kube.pytest_plugin"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -41,7 +41,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def spawn(
-    argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, append: bool = False
+    argv: Sequence[str],
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    append: bool = False,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, tied to our life, output into ``log_path``.
 
@@ -56,6 +60,7 @@ def spawn(
             process_group=0,
             preexec_fn=_die_with_parent(),
             env=dict(env) if env is not None else None,
+            cwd=cwd,
         )
 
 
