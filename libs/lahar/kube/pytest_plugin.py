@@ -8,6 +8,7 @@ nothing is cached) the tests that use them are skipped, and the run ends with on
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -38,7 +39,16 @@ def kube_binaries() -> build.Binaries:
     if shutil.which("go") is None and not build.cached():
         _skipped.append(NO_GO)
         pytest.skip(NO_GO)
-    return build.ensure(lambda line: print(line, file=sys.stderr, flush=True))
+    return build.ensure(lambda line: print(line, file=sys.stderr, flush=True), jobs=_build_jobs())
+
+
+def _build_jobs() -> int:
+    """Packages compiled at once by the first build: ``LAHAR_KUBE_BUILD_JOBS``, else every core on
+    CI (the tests wait for the build, nothing else runs) and 1 elsewhere (a shared laptop)."""
+    raw = os.environ.get("LAHAR_KUBE_BUILD_JOBS", "")
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return (os.cpu_count() or 1) if os.environ.get("CI") else 1
 
 
 @pytest.fixture(scope="session")
