@@ -122,24 +122,24 @@ async def leader_change_binders_down(env: Env) -> None:
         env.stack.resume(b)
 
 
-async def standby_takeover(env: Env) -> None:
-    """The leading scheduler dies; a standby must lead within the limit."""
+async def _takeover(env: Env, sig: signal.Signals, what: str) -> None:
+    """Signal the leading scheduler; a new epoch must lead within the limit."""
     holder, epoch = await _lease(env, "scheduler")
-    env.signal(holder, signal.SIGKILL)
+    env.signal(holder, sig)
     _, took = await _new_epoch(env, "scheduler", epoch)
     env.figures["takeover_s"] = round(took, 2)
     if took > TAKEOVER_LIMIT:
-        env.problem(f"takeover took {took:.1f} s (limit {TAKEOVER_LIMIT:g} s)")
+        env.problem(f"{what} took {took:.1f} s (limit {TAKEOVER_LIMIT:g} s)")
+
+
+async def standby_takeover(env: Env) -> None:
+    """The leading scheduler dies; a standby must lead within the limit."""
+    await _takeover(env, signal.SIGKILL, "takeover")
 
 
 async def graceful_handover(env: Env) -> None:
     """SIGTERM of the leading scheduler (a rolling update): the lease is handed over at once."""
-    holder, epoch = await _lease(env, "scheduler")
-    env.signal(holder, signal.SIGTERM)
-    _, took = await _new_epoch(env, "scheduler", epoch)
-    env.figures["takeover_s"] = round(took, 2)
-    if took > TAKEOVER_LIMIT:
-        env.problem(f"handover took {took:.1f} s (limit {TAKEOVER_LIMIT:g} s)")
+    await _takeover(env, signal.SIGTERM, "handover")
 
 
 async def cache_leader_paused(env: Env) -> None:
