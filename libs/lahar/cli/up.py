@@ -84,7 +84,24 @@ def validate(args: argparse.Namespace) -> list[str]:
         errors.append("--control-plane kube: starts a cluster of its own; it cannot be used with --kubeconfig")
     if args.kubeconfig and not Path(args.kubeconfig).exists():
         errors.append(f"--kubeconfig: {args.kubeconfig} does not exist")
+    if args.conf:
+        errors += _conf_errors(args.conf)
     return errors
+
+
+def _conf_errors(path: str) -> list[str]:
+    """The scheduler would refuse a bad configuration seconds after start, in a log line: check
+    it here, before anything starts, with the scheduler's own parser."""
+    from lahar_scheduler.core import load_conf
+    from lahar_scheduler.framework.conf import ConfError
+
+    try:
+        load_conf(Path(path).read_text())
+    except OSError as exc:
+        return [f"--conf: {path}: cannot read: {exc.strerror}"]
+    except ConfError as exc:
+        return [f"--conf: {path}: {exc}"]
+    return []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,19 +115,34 @@ def run(args: argparse.Namespace) -> int:
     cluster = {"sim": "the emulator, ", "kube": "Kubernetes (kube-apiserver, etcd, KWOK), "}[args.control_plane]
     print(f"starting infra, {'' if args.kubeconfig else cluster}and the services...", file=sys.stderr)
     try:
-        stack.start()
+        stack.start()  # on any failure, Ctrl-C included, it has stopped what it started
     except RuntimeError as exc:
         print(f"lahar up: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\nlahar up: interrupted while starting; everything it started is stopped", file=sys.stderr)
+        return 130
     try:
-        print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
-        env = stack.env()
-        urls = " ".join(f"{k}={env[k]}" for k in ("LAHAR_NATS_URL", "LAHAR_NATS_CA", "LAHAR_REDIS_URL"))
-        print(f"as admin: {urls}", file=sys.stderr)
-        print(f"traces: {stack.traces}; logs: {stack.dir / 'logs'}", file=sys.stderr)
+        _print_ready(stack)
         return asyncio.run(_watch(stack))
+    except KeyboardInterrupt:
+        return 130
     finally:
         stack.stop()
+
+
+def _print_ready(stack: Any) -> None:
+    print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
+    env = stack.env()
+    urls = " ".join(f"{k}={env[k]}" for k in ("LAHAR_NATS_URL", "LAHAR_NATS_CA", "LAHAR_REDIS_URL"))
+    print(f"as admin: {urls}", file=sys.stderr)
+    for child in stack.children:
+        if child.port and child.name != "admission":
+            base = f"http://127.0.0.1:{child.port}"
+            print(f"  {child.identity:<13} {base}/metrics  {base}/readyz", file=sys.stderr)
+    if stack.config.admission:
+        print(f"  {'admission':<13} {stack.admission_url}/readyz (webhooks)", file=sys.stderr)
+    print(f"traces: {stack.trace_destination()}; logs: {stack.dir / 'logs'}", file=sys.stderr)
 
 
 async def _watch(stack: Any) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from lahar.adapters.otel import EXPORTER_ENV
 from lahar.infra import EmbeddedServer, Infra
 from lahar.infra.process import free_port, spawn, stop
 from lahar.up.keeper import Keeper
@@ -157,9 +158,17 @@ class LocalStack:
             # On the real control plane each service is its own ServiceAccount; tools are admin.
             "KUBECONFIG": self.kube.kubeconfigs.get(role, self.kubeconfig) if self.kube else self.kubeconfig,
             "LAHAR_PREFIX": self.config.prefix,
-            "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}" if self.config.traces else "none",
+            "LAHAR_OTEL_EXPORTER": self.trace_destination(),
             "LAHAR_LOG_LEVEL": os.environ.get("LAHAR_LOG_LEVEL", "info"),
         }
+
+    def trace_destination(self) -> str:
+        """Where the services export spans: none when traces are off; else the user's own
+        ``LAHAR_OTEL_EXPORTER`` (e.g. otlp, with the standard ``OTEL_EXPORTER_OTLP_*``
+        variables), else DIR/traces.jsonl."""
+        if not self.config.traces:
+            return "none"
+        return os.environ.get(EXPORTER_ENV) or f"jsonl:{self.traces}"
 
     def _spawn(
         self, name: str, argv: list[str], port: int = 0, env: dict[str, str] | None = None, log_name: str = ""
