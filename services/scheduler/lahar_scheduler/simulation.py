@@ -22,6 +22,7 @@ from lahar.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceQuota,
 )
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.conf import SchedulerConf
@@ -60,6 +61,7 @@ class Cluster:
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.quotas: dict[str, ResourceQuota] = {}
         for obj in objects:
             self.add(obj)
 
@@ -78,6 +80,8 @@ class Cluster:
             self.priority_classes[meta.name] = obj
         elif isinstance(obj, Namespace):
             self.namespaces[meta.name] = obj
+        elif isinstance(obj, ResourceQuota):
+            self.quotas[key] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -88,6 +92,7 @@ class Cluster:
             self.priority_classes.values(),
             self.namespaces.values(),
             now=now,
+            resource_quotas=self.quotas.values(),
         )
 
     def apply(self, result: SessionResult) -> None:

@@ -110,6 +110,21 @@ class QuotaAttr(Protocol):
     def capability(self) -> Resource | None: ...
     @property
     def real_capability(self) -> Resource: ...
+    @property
+    def guarantee(self) -> Resource: ...
+    @property
+    def pool(self) -> Pool | None: ...
+
+
+@dataclass
+class Pool:
+    """What a queue's real capability is carved from: ``exceeded_part(total, guaranteed) +
+    own guarantee`` — the cluster (flat) or the parent's real capability (hierarchy), less every
+    guarantee carved from it (the queue's own included, then given back to it)."""
+
+    label: str  # "the cluster", "parent queue eng's real capability"
+    total: Resource
+    guaranteed: Resource
 
 
 def capability_why(action: str, plugin: str, attr: QuotaAttr, req: Resource, used: Resource, names: list[str]) -> Why:
@@ -119,4 +134,24 @@ def capability_why(action: str, plugin: str, attr: QuotaAttr, req: Resource, use
     cap = attr.capability
     if cap is not None and all(cap.get(s.name) == s.limit for s in short):
         return quota_why(action, plugin, attr.name, short, "capability", "raise its capability")
-    return quota_why(action, plugin, attr.name, short, "real capability", "add nodes")
+    pool = attr.pool
+    if pool is None:
+        return quota_why(action, plugin, attr.name, short, "real capability", "add nodes")
+    return guarantee_why(action, plugin, attr, short, pool)
+
+
+def guarantee_why(action: str, plugin: str, attr: QuotaAttr, short: list[Shortage], pool: Pool) -> Why:
+    """The real capability is what the other queues' guarantees leave: name them and the sums."""
+    others = {s.name: max(0.0, pool.guaranteed.get(s.name) - attr.guarantee.get(s.name)) for s in short}
+    held = ", ".join(f"{amount(n, v)} {n}" for n, v in others.items() if v > 0)
+    remedy = f"lower other queues' guarantees ({held}), add nodes" if held else "add nodes"
+    why = quota_why(action, plugin, attr.name, short, "real capability", remedy)
+    if held:
+        why.summary += f" (other queues' guarantees hold {held})"
+    why.details = [
+        f"{s.name}: real capability {amount(s.name, s.limit)} = {pool.label} {amount(s.name, pool.total.get(s.name))}"
+        f" − {amount(s.name, pool.guaranteed.get(s.name))} guaranteed to its queues"
+        f" + its own guarantee {amount(s.name, attr.guarantee.get(s.name))}; the queue uses {amount(s.name, s.used)}"
+        for s in short
+    ]
+    return why

@@ -17,7 +17,7 @@ from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
-from lahar_scheduler.framework.why import Why, amount, capability_why, queue_state_why, quota_why, shortages
+from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
 from lahar_scheduler.plugins.queueshare import (
@@ -46,6 +46,7 @@ class QueueAttr:
     inqueue: Resource = field(default_factory=Resource)
     elastic: Resource = field(default_factory=Resource)
     share: float = 0.0
+    pool: Pool | None = None  # what real_capability is carved from (for explanations)
 
     def update_share(self) -> None:
         self.share = dominant_share(self.allocated, self.deserved)
@@ -112,6 +113,7 @@ class ProportionPlugin(Plugin):
                 real, cap = _real_capability(total, total_guarantee, q)
                 guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
                 attr = attrs[job.queue] = QueueAttr(q.name, q.weight, guarantee, real, cap)
+                attr.pool = Pool("the cluster", total, total_guarantee)
             allocated, request = job_usage(job)
             attr.allocated.add(allocated)
             attr.request.add(request)
