@@ -149,3 +149,112 @@ def test_resourcequota_without_quotas_in_the_namespace_admits() -> None:
         *gang("big", 1, "8", ns="team", phase="Pending", min_resources={"cpu": "8"}),
     ]
     assert simulate(objs, QUOTA_CONF).binds == {"team/big-0": "n1"}
+
+
+# -- sla: waiting time and reservation --------------------------------------------------------
+CREATED = "2026-01-01T00:00:00Z"
+T0 = 1767225600.0  # CREATED in epoch seconds
+
+
+def sla_conf(*plugins: str) -> SchedulerConf:
+    # sla in a tier before gang's: its permit decides before gang's refusal is read (Volcano's
+    # tier rule), as Volcano's sla documentation configures it.
+    return make_conf("enqueue, allocate", [{"name": "sla"}], [{"name": "gang"}, *({"name": p} for p in plugins)])
+
+
+def test_sla_before_its_waiting_time_says_when_it_will_be_admitted() -> None:
+    objs = [
+        node("n1", cpu="100", memory="1Ti"),
+        queue("ml", capability={"cpu": "10"}),
+        *gang(
+            "big",
+            2,
+            "10",
+            phase="Pending",
+            min_resources={"cpu": "20"},
+            creation=CREATED,
+            annotations={"volcano.sh/sla-waiting-time": "1h"},
+        ),
+    ]
+    conf = sla_conf("proportion")
+    now = T0 + 600
+    cond = simulate(objs, conf, now=now).conditions["default/big"]
+    out = "\n".join(explain(objs, conf, "podgroup", "default/big", now=now))
+    assert "proportion: queue ml: cpu 20 requested, 10 of capability 10 left; " in cond
+    note = "sla: waited 10m of its sla-waiting-time 1h: in 50m sla votes to admit it whatever its queue's quota"
+    assert note in cond
+    assert "stopped by: action enqueue, plugin proportion" in out
+    assert f"  note: {note}" in out
+
+
+def test_sla_past_its_waiting_time_admits_and_reserves_the_places_of_a_partial_gang() -> None:
+    objs = [
+        node("n1", cpu="16", memory="1Ti"),
+        queue("ml"),
+        *gang(
+            "big",
+            3,
+            "8",
+            phase="Pending",
+            min_resources={"cpu": "24"},
+            creation=CREATED,
+            annotations={"volcano.sh/sla-waiting-time": "1h"},
+        ),
+    ]
+    conf = sla_conf("proportion")
+    now = T0 + 7200
+    outcome = simulate(objs, conf, now=now)
+    assert outcome.binds == {}  # a reservation binds nothing
+    assert outcome.phases["default/big"] == "Inqueue"  # admitted although proportion would refuse 24 > 16
+    cond = outcome.conditions["default/big"]
+    out = "\n".join(explain(objs, conf, "podgroup", "default/big", now=now))
+    reserve = (
+        "sla: waited 2h, past its sla-waiting-time 1h: its 2 placed task(s) keep their nodes this session "
+        "(reserved, not bound) while it waits for 1 more of minMember 3"
+    )
+    assert reserve in cond
+    assert (
+        "sla: waited 2h of its sla-waiting-time 1h: past it, so sla votes to admit it whatever its queue's quota" in out
+    )
+    assert f"  note: {reserve}" in out
+
+
+# -- starving: preempt finds nothing to evict --------------------------------------------------
+def test_starving_job_says_what_preempt_tried() -> None:
+    objs = [
+        node("n1", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("low", queue="ml", min_member=1, phase="Running"),
+        pod("low-0", group="low", cpu="8", memory="1Gi", node_name="n1", phase="Running", priority=10),
+        podgroup("hi", queue="ml", min_member=1),
+        pod("hi-0", group="hi", cpu="4", memory="1Gi", priority=10),
+    ]
+    conf = make_conf(
+        "enqueue, allocate, preempt",
+        [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+        [{"name": "predicates"}],
+    )
+    cond, out = waits(objs, conf, "default/hi")
+    assert cond.startswith("1/1 tasks in gang unschedulable: 1/1 nodes are unavailable: 1 Insufficient cpu; ")
+    note = (
+        "preempt: starving (0 of minMember 1 placed), task hi-0 (asks cpu 4, memory 1Gi, pods 1): "
+        "no node where evicting lower-priority pods the plugins let it take makes room"
+    )
+    assert note in cond
+    assert "stopped by: node predicates" in out
+    assert f"  note: {note}" in out
+
+
+def test_starving_job_with_preemption_policy_never() -> None:
+    objs = [
+        node("n1", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("low", queue="ml", min_member=1, phase="Running"),
+        pod("low-0", group="low", cpu="8", memory="1Gi", node_name="n1", phase="Running", priority=1),
+        podgroup("hi", queue="ml", min_member=1),
+        pod("hi-0", group="hi", cpu="4", memory="1Gi", priority=100),
+    ]
+    objs[-1].spec.preemption_policy = "Never"
+    conf = make_conf("enqueue, allocate, preempt", [{"name": "priority"}, {"name": "gang"}], [{"name": "predicates"}])
+    cond, _ = waits(objs, conf, "default/hi")
+    assert "task hi-0 (asks cpu 4, memory 1Gi, pods 1): its preemptionPolicy is Never, so it evicts nothing" in cond

@@ -20,8 +20,11 @@ class NotFound(LookupError):
     pass
 
 
-def explain(objects: Iterable[KubeObject], conf: SchedulerConf, kind: str, key: str, *, cycles: int = 1) -> list[str]:
-    """Lines explaining ``kind`` (pod or podgroup) ``key`` (namespace/name); NotFound if absent."""
+def explain(
+    objects: Iterable[KubeObject], conf: SchedulerConf, kind: str, key: str, *, cycles: int = 1, now: float = 0.0
+) -> list[str]:
+    """Lines explaining ``kind`` (pod or podgroup) ``key`` (namespace/name); NotFound if absent.
+    ``now`` is the sessions' clock (epoch seconds), for time-based plugins (sla)."""
     objs = list(objects)
     pods = {_key(o): o for o in objs if isinstance(o, Pod)}
     groups = {_key(o): o for o in objs if isinstance(o, PodGroup)}
@@ -59,7 +62,7 @@ def explain(objects: Iterable[KubeObject], conf: SchedulerConf, kind: str, key: 
             f"  why: queue {pg.spec.queue!r} does not exist",
             f"  to run: create queue {pg.spec.queue}, or move the PodGroup to an existing queue",
         ]
-    result = simulate(objs, conf, cycles=cycles).results[-1]
+    result = simulate(objs, conf, cycles=cycles, now=now).results[-1]
     return [*lines, *_job_lines(key, pg, result, f"session-{cycles}")]
 
 
@@ -78,6 +81,7 @@ def _job_lines(key: str, pg: PodGroup, result: SessionResult, session: str) -> l
         return [f"{head}; not waiting" + (f" ({bound} pods bound this session)" if bound else "")]
     lines = [f"{head}, waiting"]
     lines += _why_lines(decision)
+    lines += [f"  note: {n}" for n in (decision.notes if decision is not None else [])]
     lines.append(f"  condition Unschedulable: {cond}")
     return lines
 

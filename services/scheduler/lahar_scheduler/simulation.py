@@ -130,11 +130,14 @@ class Cluster:
             self.podgroups[uid] = msgspec.structs.replace(pg, status=pg_status)
 
 
-def simulate(objects: Iterable[KubeObject], conf: SchedulerConf, cycles: int = 1, seed: int = 0) -> Outcome:
+def simulate(
+    objects: Iterable[KubeObject], conf: SchedulerConf, cycles: int = 1, seed: int = 0, now: float = 0.0
+) -> Outcome:
+    """``now`` (epoch seconds) is the sessions' clock: only time-based plugins (sla) read it."""
     cluster = Cluster(objects)
     outcome = Outcome()
     for cycle in range(cycles):
-        result = run_session(cluster.snapshot(), conf, seed=seed + cycle, uid=f"session-{cycle + 1}")
+        result = run_session(cluster.snapshot(now), conf, seed=seed + cycle, uid=f"session-{cycle + 1}")
         outcome.results.append(result)
         for task, node in result.binds:
             outcome.binds[task.key] = node

@@ -91,6 +91,8 @@ class JobDecision:
     verdicts: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     why: Why | None = None  # the first thing that stopped the job this session
+    # What else bears on the wait (sla's deadline, what preempt tried), in the order noted.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -522,6 +524,12 @@ class Session:
         d = self.decision(job)
         if d.why is None:
             d.why = why
+
+    def note(self, job: JobInfo, text: str) -> None:
+        """Add something that bears on why ``job`` waits without being what stopped it."""
+        notes = self.decision(job).notes
+        if text not in notes:
+            notes.append(text)
 
     def decision(self, job: JobInfo) -> JobDecision:
         d = self.result.decisions.get(job.uid)
