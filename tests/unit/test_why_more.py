@@ -241,7 +241,9 @@ def test_starving_job_says_what_preempt_tried() -> None:
         "no node where evicting lower-priority pods the plugins let it take makes room"
     )
     assert note in cond
-    assert "stopped by: node predicates" in out
+    assert "stopped by: action allocate, plugin predicates" in out
+    assert "why: task hi-0 fits none of 1 node(s): 1 Insufficient cpu" in out
+    assert "to run: free cpu on a node or add nodes (the task asks cpu 4, memory 1Gi, pods 1)" in out
     assert f"  note: {note}" in out
 
 
@@ -258,3 +260,100 @@ def test_starving_job_with_preemption_policy_never() -> None:
     conf = make_conf("enqueue, allocate, preempt", [{"name": "priority"}, {"name": "gang"}], [{"name": "predicates"}])
     cond, _ = waits(objs, conf, "default/hi")
     assert "task hi-0 (asks cpu 4, memory 1Gi, pods 1): its preemptionPolicy is Never, so it evicts nothing" in cond
+
+
+# -- pre-filter refusals and node predicates --------------------------------------------------
+def test_node_affinity_prefilter_conflict_refuses_before_any_node() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["n1"]},
+                            {"key": "metadata.name", "operator": "In", "values": ["n2"]},
+                        ]
+                    },
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["n2"]},
+                            {"key": "metadata.name", "operator": "In", "values": ["n3"]},
+                        ]
+                    },
+                ]
+            }
+        }
+    }
+    objs = [
+        node("n2", cpu="8", memory="64Gi"),
+        node("n3", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("g", queue="ml", min_member=1),
+        pod("g-0", group="g", cpu="1", memory="1Gi", affinity=affinity),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}], [{"name": "predicates"}])
+    cond, out = waits(objs, conf, "default/g")
+    # n1 ∩ n2 and n2 ∩ n3 are empty: kube's PreFilter finds the terms name no node at all.
+    volcano = "plugin NodeAffinity pre-predicates failed pod affinity terms conflict"
+    assert cond.startswith(f"1/1 tasks in gang unschedulable: {volcano}")
+    assert f"predicates: task g-0 refused before any node was tried: {volcano}; " in cond
+    assert "stopped by: action allocate, plugin predicates" in out
+    assert "to run: each required node affinity term names nodes by metadata.name and together they name none" in out
+
+
+def test_node_affinity_terms_naming_a_node_do_not_conflict() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]
+            }
+        }
+    }
+    objs = [
+        node("n2", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("g", queue="ml", min_member=1),
+        pod("g-0", group="g", cpu="1", memory="1Gi", affinity=affinity),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}], [{"name": "predicates"}])
+    assert simulate(objs, conf).binds == {"default/g-0": "n2"}
+
+
+def test_host_port_taken_on_every_node_names_the_port() -> None:
+    objs = [
+        node("n1", cpu="8", memory="64Gi"),
+        node("n2", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("web", queue="ml", min_member=2, phase="Running"),
+        pod("web-0", group="web", cpu="1", node_name="n1", phase="Running", host_ports=[8080]),
+        pod("web-1", group="web", cpu="1", node_name="n2", phase="Running", host_ports=[8080]),
+        podgroup("g", queue="ml", min_member=1),
+        pod("g-0", group="g", cpu="1", memory="1Gi", host_ports=[8080]),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}], [{"name": "predicates"}])
+    cond, out = waits(objs, conf, "default/g")
+    reason = "node(s) didn't have free ports for the requested pod ports"
+    assert cond.startswith(f"1/1 tasks in gang unschedulable: 2/2 nodes are unavailable: 2 {reason}")
+    assert f"predicates: task g-0 fits none of 2 node(s): 2 {reason}; free host port(s) 8080/TCP on a node" in cond
+    assert "stopped by: action allocate, plugin predicates" in out
+    assert "to run: free host port(s) 8080/TCP on a node, or drop hostPort" in out
+
+
+def test_pod_affinity_and_spread_failures_say_what_would_help() -> None:
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    objs = [
+        node("n1", cpu="8", memory="64Gi"),
+        queue("ml"),
+        podgroup("g", queue="ml", min_member=1),
+        pod("g-0", group="g", cpu="1", memory="1Gi", affinity=affinity),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}], [{"name": "predicates"}])
+    cond, out = waits(objs, conf, "default/g")
+    assert "1 node(s) didn't match pod affinity rules" in cond
+    assert "to run: start a pod its required pod affinity selects" in out

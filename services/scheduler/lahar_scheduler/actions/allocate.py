@@ -24,6 +24,7 @@ from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
+from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray
@@ -214,6 +215,7 @@ class AllocateAction(Action):
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
                 job.fit_errors[task.uid] = fe
+                ssn.explain(job, pre_predicate_why(self.name, task, err))
                 if job.need_continue_allocating():
                     continue
                 break
@@ -223,6 +225,7 @@ class AllocateAction(Action):
                 filtered = filter_nodes(ssn, task, all_nodes)
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
+                    ssn.explain(job, nodes_why(self.name, task, filtered.errors, len(all_nodes)))
                     if job.need_continue_allocating():
                         continue
                     break
