@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from builders import make_conf, node, pod, podgroup, queue
 from lahar.api.codec import decode_object
-from lahar.api.objects import KubeObject
+from lahar.api.objects import KubeObject, OwnerReference
+from lahar_scheduler.decisions import Sent, pod_conditions
 from lahar_scheduler.explain import explain
 from lahar_scheduler.framework.conf import SchedulerConf
-from lahar_scheduler.simulation import simulate
+from lahar_scheduler.simulation import Cluster, simulate
 
 
 def gang(name: str, n: int, cpu: str, *, q: str = "ml", ns: str = "default", **pg):  # type: ignore[no-untyped-def]
@@ -357,3 +358,35 @@ def test_pod_affinity_and_spread_failures_say_what_would_help() -> None:
     cond, out = waits(objs, conf, "default/g")
     assert "1 node(s) didn't match pod affinity rules" in cond
     assert "to run: start a pod its required pod affinity selects" in out
+
+
+# -- pods without their PodGroup ----------------------------------------------------------------
+def test_pod_whose_podgroup_is_missing_condition_and_explain_agree() -> None:
+    objs = [node("n1"), queue("ml"), pod("orphan", group="gone", cpu="1")]
+    conds = pod_conditions(Cluster(objs).snapshot(), {}, "s1", 1, Sent())
+    assert [c.message for c in conds] == [
+        "PodGroup default/gone does not exist; the pod waits until it is created; "
+        "create PodGroup default/gone, or fix the pod's scheduling.k8s.io/group-name annotation"
+    ]
+    out = explain(objs, make_conf("allocate", [{"name": "gang"}]), "pod", "default/orphan")
+    assert out == [
+        "pod default/orphan: Pending, in PodGroup default/gone",
+        "  stopped by: the scheduler's session open",
+        "  why: PodGroup default/gone does not exist; the pod waits until it is created",
+        "  to run: create PodGroup default/gone, or fix the pod's scheduling.k8s.io/group-name annotation",
+    ]
+
+
+def test_pod_with_no_podgroup_names_the_group_the_controller_makes() -> None:
+    bare = pod("bare", cpu="1")
+    bare.metadata.owner_references = [OwnerReference("apps/v1", "ReplicaSet", "web-1", "rs-uid", True)]
+    objs = [node("n1"), queue("ml"), bare]
+    conds = pod_conditions(Cluster(objs).snapshot(), {}, "s1", 1, Sent())
+    assert [c.message for c in conds] == [
+        "no PodGroup: the pod has no scheduling.k8s.io/group-name annotation, so no session schedules it yet; "
+        "the controller creates PodGroup default/podgroup-rs-uid for it and annotates the pod: check that lahar's "
+        "controller is running (or create a PodGroup and annotate the pod)"
+    ]
+    out = "\n".join(explain(objs, make_conf("allocate", [{"name": "gang"}]), "pod", "default/bare"))
+    assert "stopped by: the scheduler's session open" in out
+    assert "to run: the controller creates PodGroup default/podgroup-rs-uid for it" in out

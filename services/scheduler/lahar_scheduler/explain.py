@@ -13,6 +13,7 @@ from lahar.api.objects import KubeObject, Pod, PodGroup, Queue
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.session import JobDecision, PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
+from lahar_scheduler.framework.why import Why, missing_group_why, no_group_why
 from lahar_scheduler.simulation import simulate
 
 
@@ -38,19 +39,11 @@ def explain(
             return [f"pod {key}: bound to {pod.spec.node_name}; not waiting"]
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
         if not group:
-            return [
-                f"pod {key}: Pending, waiting",
-                f"  why: the pod has no {GROUP_NAME_ANNOTATION} annotation, so no PodGroup holds it",
-                "  to run: create a PodGroup and annotate the pod with its name (or submit it as a Volcano Job)",
-            ]
+            return [f"pod {key}: Pending, waiting", *_why_lines_of(no_group_why(pod))]
         lines.append(f"pod {key}: Pending, in PodGroup {pod.metadata.namespace}/{group}")
         key = f"{pod.metadata.namespace}/{group}"
         if key not in groups:
-            return [
-                *lines,
-                f"  why: PodGroup {key} does not exist; the pod waits until it is created",
-                f"  to run: create PodGroup {key}",
-            ]
+            return [*lines, *_why_lines_of(missing_group_why(key))]
     pg = groups.get(key)
     if pg is None:
         raise NotFound(f"PodGroup {key} not found")
@@ -100,8 +93,15 @@ def _why_lines(decision: JobDecision | None) -> list[str]:
     why = decision.why if decision is not None else None
     if why is None:
         return ["  stopped by: node predicates (see the condition: counts per reason across nodes)"]
+    return _why_lines_of(why)
+
+
+def _why_lines_of(why: Why) -> list[str]:
+    stage = (
+        f"the scheduler's {why.action}" if why.plugin == "scheduler" else f"action {why.action}, plugin {why.plugin}"
+    )
     lines = [
-        f"  stopped by: action {why.action}, plugin {why.plugin}",
+        f"  stopped by: {stage}",
         f"  why: {why.summary}",
         *(f"    {d}" for d in why.details),
     ]

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lahar.api.objects import Pod
 from lahar.api.quantity import format_quantity
 from lahar.api.resource import CPU, MEMORY, PODS, Resource
 
@@ -155,3 +156,30 @@ def guarantee_why(action: str, plugin: str, attr: QuotaAttr, short: list[Shortag
         for s in short
     ]
     return why
+
+
+# -- pods outside any PodGroup ----------------------------------------------------------------
+def missing_group_why(group: str) -> Why:
+    """The pod names PodGroup ``group`` (namespace/name) and it does not exist: the scheduler's
+    cache holds the pod's job without a spec, and no session schedules it (as in Volcano)."""
+    return Why(
+        "session open",
+        "scheduler",
+        f"PodGroup {group} does not exist; the pod waits until it is created",
+        f"create PodGroup {group}, or fix the pod's scheduling.k8s.io/group-name annotation",
+    )
+
+
+def no_group_why(pod: Pod) -> Why:
+    """The pod names no PodGroup: the controller makes ``podgroup-<controller owner uid>`` (else
+    ``podgroup-<pod uid>``) and annotates the pod; until then no session sees it as a job."""
+    meta = pod.metadata
+    owner = next((r for r in meta.owner_references if r.controller), None)
+    name = f"podgroup-{owner.uid if owner is not None else meta.uid}"
+    return Why(
+        "session open",
+        "scheduler",
+        "no PodGroup: the pod has no scheduling.k8s.io/group-name annotation, so no session schedules it yet",
+        f"the controller creates PodGroup {meta.namespace}/{name} for it and annotates the pod: "
+        "check that lahar's controller is running (or create a PodGroup and annotate the pod)",
+    )
