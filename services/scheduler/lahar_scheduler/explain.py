@@ -7,9 +7,13 @@ plugin stopped it, with the numbers, and what would let it run.  Pure: objects i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+import msgspec
 
 from lahar.api.objects import KubeObject, Pod, PodGroup, Queue
+from lahar.wire.messages import Delta
+from lahar_scheduler.deltas import decode
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.session import JobDecision, PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
@@ -108,3 +112,21 @@ def _why_lines_of(why: Why) -> list[str]:
     if why.remedy:
         lines.append(f"  to run: {why.remedy}")
     return lines
+
+
+def mirror_objects(held: Mapping[str, Mapping[str, bytes]]) -> tuple[list[KubeObject], list[str]]:
+    """The mirror's objects (kind → key → JSON), decoded as the scheduler decodes them; an
+    object that cannot be read is left out and reported, as the scheduler skips it."""
+    objects: list[KubeObject] = []
+    skipped: list[str] = []
+    for kind, items in held.items():
+        for key, raw in items.items():
+            delta = Delta(kind=kind, op="ADDED", key=key, rv="", obj=msgspec.Raw(raw))
+            try:
+                obj = decode(delta)
+            except Exception as exc:  # one unreadable object never stops an explanation
+                skipped.append(f"{kind} {key} left out: {exc}")
+                continue
+            if obj is not None:
+                objects.append(obj)
+    return objects, skipped
