@@ -390,3 +390,49 @@ def test_pod_with_no_podgroup_names_the_group_the_controller_makes() -> None:
     out = "\n".join(explain(objs, make_conf("allocate", [{"name": "gang"}]), "pod", "default/bare"))
     assert "stopped by: the scheduler's session open" in out
     assert "to run: the controller creates PodGroup default/podgroup-rs-uid for it" in out
+
+
+# -- overused queue and reclaim ---------------------------------------------------------------
+def test_overused_queue_is_named_with_its_deserved_share() -> None:
+    objs = [
+        node("n1", cpu="8", memory="8Gi"),
+        queue("ml", capability={"cpu": "4", "memory": "1Gi", "pods": "1"}),
+        queue("other"),
+        podgroup("old", queue="ml", min_member=1, phase="Running"),
+        pod("old-0", group="old", cpu="4", memory="1Gi", node_name="n1", phase="Running"),
+        podgroup("theirs", queue="other", min_member=1, phase="Running"),
+        pod("theirs-0", group="theirs", cpu="4", memory="1Gi", node_name="n1", phase="Running"),
+        podgroup("next", queue="ml", min_member=1),
+        pod("next-0", group="next", cpu="4"),
+    ]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}, {"name": "proportion"}])
+    cond, out = waits(objs, conf, "default/next")
+    # ml's capability caps its deserved share at what it holds in every dimension: overused.
+    assert "proportion: queue ml holds its deserved share (cpu 4 of deserved 4, memory 1Gi of deserved 1Gi" in cond
+    assert "stopped by: action allocate, plugin proportion" in out
+    assert "to run: wait until its running jobs finish, raise its weight or guarantee, or add nodes" in out
+
+
+def test_starving_job_says_why_reclaim_found_nothing() -> None:
+    objs = [
+        node("n1", cpu="8", memory="64Gi"),
+        queue("ml"),
+        queue("other", reclaimable=False),
+        podgroup("theirs", queue="other", min_member=1, phase="Running"),
+        pod("theirs-0", group="theirs", cpu="8", memory="1Gi", node_name="n1", phase="Running"),
+        podgroup("mine", queue="ml", min_member=1),
+        pod("mine-0", group="mine", cpu="4", memory="1Gi"),
+    ]
+    conf = make_conf(
+        "enqueue, allocate, reclaim",
+        [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+        [{"name": "predicates"}, {"name": "proportion"}],
+    )
+    cond, out = waits(objs, conf, "default/mine")
+    note = (
+        "reclaim: starving (0 of minMember 1 placed), task mine-0 (asks cpu 4, memory 1Gi, pods 1): "
+        "no node where Running pods of other reclaimable queues above their deserved share make room"
+    )
+    assert note in cond
+    assert "stopped by: action allocate, plugin predicates" in out
+    assert f"  note: {note}" in out

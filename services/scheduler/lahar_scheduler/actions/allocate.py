@@ -177,6 +177,10 @@ class AllocateAction(Action):
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
+                # Dropped for the rest of the action (as in Volcano): its jobs wait this session.
+                waiting = jobs_by_queue.get(queue.uid)
+                while waiting is not None and not waiting.empty():
+                    ssn.explain(waiting.pop(), ssn.why_overused(queue))
                 continue
             jobs = jobs_by_queue.get(queue.uid)
             if jobs is None or jobs.empty():

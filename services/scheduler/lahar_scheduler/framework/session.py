@@ -507,17 +507,26 @@ class Session:
 
     def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why:
         """Ask the plugins whose allocatable callback is consulted which one refused, and why."""
-        consulted_fns = {id(fn) for fn in self._flat("allocatable")}
-        registered = self._registered["allocatable"]
+        why = self._why_from("allocatable", "why_not_allocatable", queue, task)
+        return why or Why("allocate", "allocatable", f"queue {queue.name} has no room for {task.name}")
+
+    def why_overused(self, queue: QueueInfo) -> Why:
+        """Ask the plugins whose overused callback is consulted which one found the queue overused."""
+        why = self._why_from("overused", "why_overused", queue)
+        return why or Why("allocate", "overused", f"queue {queue.name} is overused: allocate skips it")
+
+    def _why_from(self, point: str, method: str, *args: Any) -> Why | None:
+        consulted_fns = {id(fn) for fn in self._flat(point)}
+        registered = self._registered[point]
         for plugin in self.plugins:
             fn = registered.get(plugin.name)
-            explain = getattr(plugin, "why_not_allocatable", None)
+            explain = getattr(plugin, method, None)
             if fn is None or id(fn) not in consulted_fns or explain is None:
                 continue
-            why = explain(queue, task)
+            why = explain(*args)
             if why is not None:
                 return why  # type: ignore[no-any-return]
-        return Why("allocate", "allocatable", f"queue {queue.name} has no room for {task.name}")
+        return None
 
     def explain(self, job: JobInfo, why: Why) -> None:
         """Record why ``job`` waits; the first reason of a session stands (it stopped the job)."""

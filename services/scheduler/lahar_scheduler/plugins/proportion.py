@@ -207,6 +207,22 @@ class ProportionPlugin(Plugin):
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, attrs)
 
+    def why_overused(self, queue: QueueInfo) -> Why | None:
+        """The queue already holds its deserved share in every dimension it has one."""
+        attr = self.attrs.get(queue.uid)
+        if attr is None or not attr.deserved.less_equal(attr.allocated, Dim.ZERO):
+            return None
+        names = [n for n in attr.deserved.names() if attr.deserved.get(n) > 0]
+        held = ", ".join(
+            f"{n} {amount(n, attr.allocated.get(n))} of deserved {amount(n, attr.deserved.get(n))}" for n in names
+        )
+        return Why(
+            "allocate",
+            self.name,
+            f"queue {queue.name} holds its deserved share ({held}): allocate skips the queue this session",
+            "wait until its running jobs finish, raise its weight or guarantee, or add nodes",
+        )
+
     def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why | None:
         """Why allocatable refused ``task``: a closed queue, or its deserved share is used up."""
         if not queue.is_open():
