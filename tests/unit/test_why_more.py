@@ -8,7 +8,7 @@ from __future__ import annotations
 from builders import make_conf, node, pod, podgroup, queue
 from lahar.api.codec import decode_object
 from lahar.api.objects import KubeObject, OwnerReference
-from lahar_scheduler.decisions import Sent, pod_conditions
+from lahar_scheduler.decisions import Sent, missing_queues, pod_conditions
 from lahar_scheduler.explain import explain
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.simulation import Cluster, simulate
@@ -436,3 +436,29 @@ def test_starving_job_says_why_reclaim_found_nothing() -> None:
     assert note in cond
     assert "stopped by: action allocate, plugin predicates" in out
     assert f"  note: {note}" in out
+
+
+# -- queue missing or closing -------------------------------------------------------------------
+def test_podgroup_in_a_missing_queue_condition_and_explain_agree() -> None:
+    objs = [node("n1"), queue("ml"), *gang("lost", 1, "1", q="nope")]
+    snap = Cluster(objs).snapshot()
+    (status,) = missing_queues(snap, "s1", 1, Sent(), "2026-01-01T00:00:00Z")
+    text = "queue 'nope' does not exist; the PodGroup waits until it is created"
+    remedy = "create queue nope, or move the PodGroup to an existing queue"
+    assert status.status["conditions"][0]["message"] == f"{text}; {remedy}"
+    out = explain(objs, make_conf("enqueue, allocate", [{"name": "gang"}]), "podgroup", "default/lost")
+    assert out == [
+        "PodGroup default/lost: Inqueue, waiting",
+        "  stopped by: the scheduler's session open",
+        f"  why: {text}",
+        f"  to run: {remedy}",
+    ]
+
+
+def test_closing_queue_is_named_like_a_closed_one() -> None:
+    objs = [node("n1"), queue("ml", state="Closing"), *gang("a", 1, "1", phase="Pending", min_resources={"cpu": "1"})]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}, {"name": "proportion"}])
+    cond, out = waits(objs, conf, "default/a")
+    assert cond.startswith("1/1 tasks in gang unschedulable: queue ml is Closing; ")
+    assert "proportion: queue ml is Closing: it admits and allocates nothing; open queue ml" in cond
+    assert "stopped by: action enqueue, plugin proportion" in out

@@ -15,7 +15,7 @@ from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatu
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.types import TaskStatus
-from lahar_scheduler.framework.why import Why, missing_group_why, no_group_why
+from lahar_scheduler.framework.why import Why, missing_group_why, missing_queue_why, no_group_why
 
 
 @dataclass
@@ -84,7 +84,7 @@ def missing_queues(snapshot: Snapshot, session: str, fence: int, sent: Sent, now
             "type": "Unschedulable",
             "status": "True",
             "reason": "QueueNotFound",
-            "message": f"queue {job.queue!r} does not exist; the PodGroup waits until it is created",
+            "message": _text(missing_queue_why(job.queue)),
             "transitionID": session,
             "lastTransitionTime": now,
         }

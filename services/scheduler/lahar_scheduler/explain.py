@@ -17,7 +17,7 @@ from lahar_scheduler.deltas import decode
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.session import JobDecision, PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
-from lahar_scheduler.framework.why import Why, missing_group_why, no_group_why
+from lahar_scheduler.framework.why import Why, missing_group_why, missing_queue_why, no_group_why
 from lahar_scheduler.simulation import simulate
 
 
@@ -55,9 +55,7 @@ def explain(
         return [
             *lines,
             f"PodGroup {key}: {pg.status.phase or 'Pending'}, waiting",
-            "  stopped by: the scheduler's session (a PodGroup in a missing queue is not scheduled)",
-            f"  why: queue {pg.spec.queue!r} does not exist",
-            f"  to run: create queue {pg.spec.queue}, or move the PodGroup to an existing queue",
+            *_why_lines_of(missing_queue_why(pg.spec.queue)),
         ]
     result = simulate(objs, conf, cycles=cycles, now=now).results[-1]
     return [*lines, *_job_lines(key, pg, result, f"session-{cycles}")]

@@ -183,3 +183,13 @@ def no_group_why(pod: Pod) -> Why:
         f"the controller creates PodGroup {meta.namespace}/{name} for it and annotates the pod: "
         "check that lahar's controller is running (or create a PodGroup and annotate the pod)",
     )
+
+
+def missing_queue_why(queue: str) -> Why:
+    """The PodGroup names a queue that does not exist: Volcano skips the job silently."""
+    return Why(
+        "session open",
+        "scheduler",
+        f"queue {queue!r} does not exist; the PodGroup waits until it is created",
+        f"create queue {queue}, or move the PodGroup to an existing queue",
+    )
