@@ -70,6 +70,7 @@ async def test_explain_reads_the_live_state_the_cache_mirrors(
     assert "why: queue default: cpu 100 requested, 8 of deserved 8 left" in got.out
     assert "to run: it can never fit: the queue may hold at most 8 cpu; add nodes or request less" in got.out
     assert f"lahar explain: live: mirror {lahar_prefix!r} at stream sequence" in got.err
+    assert "scheduler configuration: the built-in one (pass --conf FILE" in got.err
 
 
 async def test_explain_on_a_mirror_written_by_the_adapter(

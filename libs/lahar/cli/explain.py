@@ -58,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
             objects = _live(args)
         text = Path(args.conf).read_text() if args.conf else (case or {}).get("schedulerConf")
         conf = load_conf(text)
+        if not args.file and not args.conf:
+            # The mirror holds the cluster, not the scheduler's configuration file.
+            print(
+                "lahar explain: scheduler configuration: the built-in one (pass --conf FILE if the "
+                "scheduler runs another)",
+                file=sys.stderr,
+            )
     except (FileError, OSError, ConfError, LiveError) as exc:
         print(f"lahar explain: {exc}", file=sys.stderr)
         return 2
