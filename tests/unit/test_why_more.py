@@ -5,10 +5,17 @@ and ``lahar explain``."""
 
 from __future__ import annotations
 
+import json
+
+import msgspec
+
 from builders import make_conf, node, pod, podgroup, queue
 from lahar.api.codec import decode_object
 from lahar.api.objects import KubeObject, OwnerReference
+from lahar.cli._dump import prepare
+from lahar.wire.messages import Delta
 from lahar_scheduler.decisions import Sent, missing_queues, pod_conditions
+from lahar_scheduler.deltas import apply_delta, decode
 from lahar_scheduler.explain import explain
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.simulation import Cluster, simulate
@@ -462,3 +469,28 @@ def test_closing_queue_is_named_like_a_closed_one() -> None:
     assert cond.startswith("1/1 tasks in gang unschedulable: queue ml is Closing; ")
     assert "proportion: queue ml is Closing: it admits and allocates nothing; open queue ml" in cond
     assert "stopped by: action enqueue, plugin proportion" in out
+
+
+def test_resourcequota_deltas_reach_the_live_snapshot() -> None:
+    snap = Cluster([node("n1")]).snapshot()
+    rq = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "rq", "namespace": "team"},
+        "status": {"hard": {"cpu": "10"}, "used": {"cpu": "4"}},
+    }
+    added = Delta(kind="resourcequotas", op="ADDED", key="team/rq", rv="1", obj=msgspec.Raw(json.dumps(rq).encode()))
+    change = apply_delta(snap, added, decode(added))
+    assert change.relevant and not change.pending
+    assert snap.quotas["team"]["rq"].used["cpu"].amount == 4
+    gone = Delta(kind="resourcequotas", op="DELETED", key="team/rq", rv="2")
+    apply_delta(snap, gone, decode(gone))
+    assert "team" not in snap.quotas
+
+
+def test_simulate_reads_resource_quotas_only_with_the_plugin() -> None:
+    objs = [queue("default"), quota("rq", "team", {"cpu": "1"}, {"cpu": "0"})]
+    assert prepare(objs, quotas_read=True).warnings == []
+    assert prepare(objs, quotas_read=False).warnings == [
+        "ignored 1 ResourceQuota: the configuration does not enable the resourcequota plugin: team/rq"
+    ]
