@@ -213,3 +213,35 @@ def test_topology_spread_empty_selector_counts_nothing() -> None:
     got = _scores("podtopologyspread.weight", nodes, *placed, pod("in", group="pg", cpu="1", spread=[c]))
     # kube's countPodsMatchSelector returns 0 for an empty selector: all scores 0 → 100; n4 ignored.
     assert got == {"n1": 100, "n2": 100, "n3": 100, "n4": 0}
+
+
+# -- PodTopologySpread's filter counts with the same node inclusion policies --------------------
+def test_topology_spread_filter_honours_node_taints_policy() -> None:
+    from builders import passing
+
+    nodes = [
+        node("n1", labels={"zone": "a"}),
+        node("n2", labels={"zone": "b"}),
+        node("n3", labels={"zone": "c"}, taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+    ]
+    placed = [_web("w1", "n1", "v1"), _web("w2", "n2", "v1")]
+    conf = make_conf("allocate", [{"name": "gang"}, {"name": "predicates"}])
+
+    def allowed(policy: str) -> set[str]:
+        c = {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "nodeTaintsPolicy": policy,
+        }
+        incoming = pod("in", group="pg", cpu="1", labels={"app": "web"}, spread=[c])
+        return passing(
+            open_session([*nodes, queue("q"), podgroup("pg", queue="q"), *placed, incoming], conf), "default/in"
+        )
+
+    # Ignore (default): zone c counts, with 0 pods: min 0, so a and b (1 + 1 − 0 > 1) are too
+    # skewed; c is left out by its taint anyway.
+    assert allowed("Ignore") == set()
+    # Honor: the tainted node's zone does not count: min over a, b is 1, and 1 + 1 − 1 ≤ 1.
+    assert allowed("Honor") == {"n1", "n2"}

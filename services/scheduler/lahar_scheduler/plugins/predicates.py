@@ -20,6 +20,7 @@ from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
 from lahar_scheduler.framework.why_nodes import NODE_AFFINITY_CONFLICT
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.k8s.scores import spread_included
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, pod_matches_node, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 from lahar_scheduler.plugins.predicates_sim import register_simulation
@@ -409,17 +410,24 @@ class PredicatesPlugin(Plugin):
         if not hard:
             return
         table = self.table
-        eligible = np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+        all_keys = np.ones(len(table.infos), dtype=bool)
         for c in hard:
-            eligible &= self.topo.domains(c.topology_key).code >= 0
+            all_keys &= self.topo.domains(c.topology_key).code >= 0
         missing = np.zeros(len(idx), dtype=bool)
         skewed = np.zeros(len(idx), dtype=bool)
         for c in hard:
             dom = self.topo.domains(c.topology_key)
             codes = dom.code[idx]
             missing |= codes < 0
+            # Nodes with every key that pass this constraint's node inclusion policies (kube v1.36).
+            eligible = all_keys & spread_included(c, pod, table)
             selector = _with_match_label_keys(c.label_selector, c.match_label_keys, pod)
-            counts = _count_live(self.topo, c.topology_key, selector, pod.metadata.namespace, eligible)
+            # kube's countPodsMatchSelector counts nothing for an empty selector (it still matches
+            # the incoming pod itself below).
+            counted = (
+                selector if selector is not None and (selector.match_labels or selector.match_expressions) else None
+            )
+            counts = _count_live(self.topo, c.topology_key, counted, pod.metadata.namespace, eligible)
             present = np.unique(dom.code[eligible])
             present = present[present >= 0]
             minimum = int(counts[present].min()) if len(present) else 0

@@ -339,7 +339,7 @@ def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | 
         hostname = c.topology_key == "kubernetes.io/hostname"
         selector = _spread_selector(c, pod)
         counts = np.zeros(max(d.count, 1) if not hostname else len(table.infos), dtype=np.int64)
-        eligible = all_keys if hostname or selector is None else all_keys & _included(c, pod, table)
+        eligible = all_keys if hostname or selector is None else all_keys & spread_included(c, pod, table)
         for t, n in topo.placed() if selector is not None else ():
             code = d.code[n]
             if code < 0 or t.pod.metadata.deletion_timestamp is not None or t.namespace != pod.metadata.namespace:
@@ -378,8 +378,11 @@ def _spread_selector(c: TopologySpreadConstraint, pod: Pod) -> LabelSelector | N
     return sel
 
 
-def _included(c: TopologySpreadConstraint, pod: Pod, table: NodeTable) -> np.ndarray:
-    """Nodes whose pods count for the constraint (its node inclusion policies)."""
+def spread_included(c: TopologySpreadConstraint, pod: Pod, table: NodeTable) -> np.ndarray:
+    """Nodes whose pods count for a spread constraint, filter and score alike (v1.36
+    ``matchNodeInclusionPolicies``): nodeAffinityPolicy Honor (the default) keeps the nodes
+    matching the pod's nodeSelector and required node affinity; nodeTaintsPolicy Honor (default
+    Ignore) keeps the nodes with no NoSchedule or NoExecute taint the pod does not tolerate."""
     from lahar_scheduler.plugins.k8s.selectors import pod_matches_node
 
     out = np.ones(len(table.infos), dtype=bool)
