@@ -194,7 +194,9 @@ class PreemptAction(Action):
             )
         nodes = preempt_nodes(ssn, preemptor)
         if self.args.topology_aware:
-            return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt)
+            if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt):
+                return True
+            return self._miss(preemptor, "topology-aware preemption found no node whose victims make room")
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
