@@ -494,3 +494,29 @@ def test_simulate_reads_resource_quotas_only_with_the_plugin() -> None:
     assert prepare(objs, quotas_read=False).warnings == [
         "ignored 1 ResourceQuota: the configuration does not enable the resourcequota plugin: team/rq"
     ]
+
+
+# -- BestEffort tasks: backfill ---------------------------------------------------------------
+def test_best_effort_job_without_backfill_says_so() -> None:
+    objs = [node("n1"), queue("ml"), podgroup("be", queue="ml", min_member=1), pod("be-0", group="be")]
+    conf = make_conf("enqueue, allocate", [{"name": "gang"}], [{"name": "predicates"}])
+    # Volcano's gang counts pending BestEffort tasks as ready: no Unschedulable condition.
+    assert "default/be" not in simulate(objs, conf).conditions
+    out = "\n".join(explain(objs, conf, "podgroup", "default/be"))
+    assert "PodGroup default/be (queue ml, minMember 1): Inqueue, ready by gang's count; some pods still wait" in out
+    assert "stopped by: the scheduler's allocate" in out
+    assert "why: 1 pending task(s) request no resources (BestEffort): allocate leaves them to the backfill" in out
+    assert "condition Unschedulable: not set" in out
+    assert "to run: add backfill to the actions of volcano-scheduler.conf, or give the tasks resource requests" in out
+    conf = make_conf("enqueue, allocate, backfill", [{"name": "gang"}], [{"name": "predicates"}])
+    assert simulate(objs, conf).binds == {"default/be-0": "n1"}
+
+
+def test_best_effort_task_backfill_cannot_place_names_the_reason() -> None:
+    taint = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
+    objs = [node("n1", taints=[taint]), queue("ml"), podgroup("be", queue="ml", min_member=1), pod("be-0", group="be")]
+    conf = make_conf("enqueue, allocate, backfill", [{"name": "gang"}], [{"name": "predicates"}])
+    out = "\n".join(explain(objs, conf, "podgroup", "default/be"))
+    assert "why: task be-0 fits none of 1 node(s): 1 node(s) had untolerated taint {gpu: yes}" in out
+    assert "stopped by: action backfill, plugin predicates" in out
+    assert "to run: add a toleration for the taint ({gpu: yes}) or untaint" in out

@@ -71,13 +71,16 @@ def _job_lines(key: str, pg: PodGroup, result: SessionResult, session: str) -> l
     phase = update.phase if update is not None else pg.status.phase or "Pending"
     head = f"PodGroup {key} (queue {pg.spec.queue}, minMember {pg.spec.min_member}): {phase}"
     cond = _unschedulable(update, session)
-    if cond is None:
+    why = decision.why if decision is not None else None
+    if cond is None and why is None:
         bound = sum(1 for t, _ in result.binds if t.job == key)
         return [f"{head}; not waiting" + (f" ({bound} pods bound this session)" if bound else "")]
-    lines = [f"{head}, waiting"]
+    # Without an Unschedulable condition gang counts the job ready (pending BestEffort tasks
+    # count, as in Volcano), yet some of its pods still wait: say why.
+    lines = [f"{head}, waiting" if cond is not None else f"{head}, ready by gang's count; some pods still wait"]
     lines += _why_lines(decision)
     lines += [f"  note: {n}" for n in (decision.notes if decision is not None else [])]
-    lines.append(f"  condition Unschedulable: {cond}")
+    lines.append(f"  condition Unschedulable: {cond}" if cond is not None else "  condition Unschedulable: not set")
     return lines
 
 

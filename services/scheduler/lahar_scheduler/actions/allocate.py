@@ -24,6 +24,7 @@ from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
+from lahar_scheduler.framework.why import best_effort_why
 from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
@@ -168,6 +169,10 @@ class AllocateAction(Action):
                 continue
             tasks = schedulable_tasks(job)
             if not tasks:
+                if "backfill" not in ssn.enabled_actions:
+                    waiting = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
+                    if waiting:
+                        ssn.explain(job, best_effort_why(len(waiting)))
                 continue
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order)

@@ -193,3 +193,14 @@ def missing_queue_why(queue: str) -> Why:
         f"queue {queue!r} does not exist; the PodGroup waits until it is created",
         f"create queue {queue}, or move the PodGroup to an existing queue",
     )
+
+
+def best_effort_why(waiting: int) -> Why:
+    """Pending tasks with no requests: allocate leaves them to backfill, which is not configured."""
+    return Why(
+        "allocate",
+        "scheduler",
+        f"{waiting} pending task(s) request no resources (BestEffort): allocate leaves them to the backfill "
+        "action, and the configuration's actions have no backfill",
+        "add backfill to the actions of volcano-scheduler.conf, or give the tasks resource requests",
+    )
