@@ -170,9 +170,9 @@ class AllocateAction(Action):
             tasks = schedulable_tasks(job)
             if not tasks:
                 if "backfill" not in ssn.enabled_actions:
-                    waiting = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
-                    if waiting:
-                        ssn.explain(job, best_effort_why(len(waiting)))
+                    best_effort = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
+                    if best_effort:
+                        ssn.explain(job, best_effort_why(len(best_effort)))
                 continue
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order)
