@@ -11,6 +11,7 @@ nodes; scoring them all gives equal or better placements and costs little here).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -210,7 +211,7 @@ class AllocateAction(Action):
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
-                ssn.explain(job, ssn.why_not_allocatable(queue, task))
+                ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
             if task.sch_gated:
                 continue
@@ -224,7 +225,7 @@ class AllocateAction(Action):
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
                 job.fit_errors[task.uid] = fe
-                ssn.explain(job, pre_predicate_why(self.name, task, err))
+                ssn.explain(job, partial(pre_predicate_why, self.name, task, err))
                 if job.need_continue_allocating():
                     continue
                 break
@@ -234,7 +235,7 @@ class AllocateAction(Action):
                 filtered = filter_nodes(ssn, task, all_nodes)
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
-                    ssn.explain(job, nodes_why(self.name, task, filtered.errors, len(all_nodes)))
+                    ssn.explain(job, partial(nodes_why, self.name, task, filtered.errors, len(all_nodes)))
                     if job.need_continue_allocating():
                         continue
                     break

@@ -528,11 +528,13 @@ class Session:
                 return why  # type: ignore[no-any-return]
         return None
 
-    def explain(self, job: JobInfo, why: Why) -> None:
-        """Record why ``job`` waits; the first reason of a session stands (it stopped the job)."""
+    def explain(self, job: JobInfo, why: Why | Callable[[], Why]) -> None:
+        """Record why ``job`` waits; the first reason of a session stands (it stopped the job).
+        A callable is only called when no reason is recorded yet (explaining costs string work
+        on paths a large session may take per task)."""
         d = self.decision(job)
         if d.why is None:
-            d.why = why
+            d.why = why() if callable(why) else why
 
     def note(self, job: JobInfo, text: str) -> None:
         """Add something that bears on why ``job`` waits without being what stopped it."""
