@@ -17,15 +17,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lahar.cli._help import DefaultsHelp
+
 QUEUES = {"research": 2, "production": 1}
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded default")
-    p.add_argument("--state-dir", default=".lahar/demo")
+    p = sub.add_parser("demo", help="run the main job on the embedded default", formatter_class=DefaultsHelp)
+    p.add_argument("--state-dir", default=".lahar/demo", help="logs, kubeconfig and traces (relative: to this folder)")
     p.add_argument("--jobs", type=int, default=40, help="gang jobs to submit")
-    p.add_argument("--tasks-per-job", type=int, default=8)
-    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--tasks-per-job", type=int, default=8, help="pods per gang job")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the jobs to be bound")
     p.add_argument("--offline", action="store_true", help="simulate a bundled cluster with the core alone")
     p.set_defaults(handler=run)
 
