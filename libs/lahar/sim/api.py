@@ -32,6 +32,7 @@ from lahar.sim.errors import (
     invalid,
     not_found,
 )
+from lahar.sim.gc import POLICIES, GarbageCollector, deletion_finalizer
 from lahar.sim.objects import decode_json, decode_object, generated_name, int_option, new_uid, spec_part
 from lahar.sim.patch import apply_patch
 from lahar.sim.resources import Registry, ResourceType, builtin_types
@@ -68,6 +69,7 @@ class Api:
             self.registry.add(rtype)
         self.admission = Admission(self.store, webhook_services, self.namespace_labels)
         self.store.listeners.append(self._on_crd_event)
+        self.gc = GarbageCollector(self)
 
     def rtype(self, group: str, plural: str) -> ResourceType:
         rtype = self.registry.by_resource.get((group, plural))
@@ -405,7 +407,8 @@ class Api:
             entry = self._entry(t)
         if is_dry_run(query):
             return 200, entry.raw
-        return 200, _encode(self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds")))
+        deleted = self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds"), options["policy"])
+        return 200, _encode(deleted)
 
     async def delete_collection(self, t: Target, body: bytes, query: Query) -> Reply:
         table = self.table(t.rtype)
@@ -422,7 +425,7 @@ class Api:
                 attrs = Attributes(t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None)
                 await self.admission.validate(attrs)
             if not is_dry_run(query):
-                items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds")))
+                items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds"), options["policy"]))
         rtype = t.rtype
         return 200, _encode(
             {
@@ -433,16 +436,21 @@ class Api:
             }
         )
 
-    def delete_object(self, table: Table, entry: Entry, grace: int | None) -> Obj:
-        """Delete now, or mark the object as being deleted (graceful pods, finalizers)."""
+    def delete_object(self, table: Table, entry: Entry, grace: int | None, policy: str = "Background") -> Obj:
+        """Delete now, or mark the object as being deleted (graceful pods, finalizers, the
+        garbage collector's ``orphan`` and ``foregroundDeletion``)."""
         obj, meta = entry.obj, entry.obj["metadata"]
+        finalizer = deletion_finalizer(policy)
+        if finalizer and not meta.get("deletionTimestamp") and finalizer not in (meta.get("finalizers") or ()):
+            meta = {**meta, "finalizers": [*(meta.get("finalizers") or ()), finalizer]}
+            obj = {**obj, "metadata": meta}
         grace = pod_grace(obj, grace) if table.rtype.key == _PODS else 0
         if grace > 0:
             deadline = time.time() + grace
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace:
                 return obj  # already terminating with a shorter grace period
             new_meta = {**meta, "deletionTimestamp": iso(deadline), "deletionGracePeriodSeconds": grace}
-            return self.store.put(table, {**obj, "metadata": new_meta}, obj).obj
+            return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) == 0:
                 return obj
@@ -451,7 +459,7 @@ class Api:
                 "deletionTimestamp": meta.get("deletionTimestamp") or iso(),
                 "deletionGracePeriodSeconds": 0,
             }
-            return self.store.put(table, {**obj, "metadata": new_meta}, obj).obj
+            return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if table.rtype.key == _NAMESPACES:
             self._empty_namespace(meta["name"])
         return self.store.remove(table, obj)
@@ -555,7 +563,28 @@ def delete_options(body: bytes, query: Query) -> Obj:
         options = decoded
     grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
     options["gracePeriodSeconds"] = int_option(grace, "gracePeriodSeconds")
+    options["policy"] = propagation_policy(options, query)
     return options
+
+
+def propagation_policy(options: Obj, query: Query) -> str:
+    """``propagationPolicy`` (or the older ``orphanDependents``) of a deletion; Background by default."""
+    policy = options.get("propagationPolicy", query.get("propagationPolicy"))
+    orphan = options.get("orphanDependents", query.get("orphanDependents"))
+    orphan = orphan in (True, "true", "1") if orphan is not None else None
+    causes = []
+    if policy is not None and policy not in POLICIES:
+        supported = ", ".join(f'"{p}"' for p in POLICIES)
+        causes.append(("propagationPolicy", f'Unsupported value: "{policy}": supported values: {supported}'))
+    if policy is not None and orphan is not None:
+        causes.append(
+            ("propagationPolicy", "Invalid value: orphanDependents and deletionPropagation cannot both be set")
+        )
+    if causes:
+        raise invalid("DeleteOptions", "meta.k8s.io", "", causes)
+    if orphan is not None:
+        return "Orphan" if orphan else "Background"
+    return str(policy or "Background")
 
 
 def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None:

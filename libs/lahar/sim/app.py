@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from lahar.sim import pods, resources, watch
+from lahar.sim import pods, resources, tables, watch
 from lahar.sim.api import Api, Target
 from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed
 from lahar.sim.faults import Faults, FaultSpecError
@@ -54,7 +54,7 @@ class App:
             if method == "GET" and (query.get("watch") in ("true", "1") or _is_watch_path(path)):
                 await self._watch(path, query, receive, send)
                 return
-            status, payload, headers = await self._dispatch(method, path, query, body, _header(scope, b"content-type"))
+            status, payload, headers = await self._dispatch(method, path, query, body, scope)
         except ApiError as exc:
             status, payload, headers = exc.code, exc.body(), exc.headers
         except Exception as exc:  # one bad request must never take the server down
@@ -66,7 +66,7 @@ class App:
     # --- routing ----------------------------------------------------------------------------------
 
     async def _dispatch(
-        self, method: str, path: str, query: dict[str, str], body: bytes, content_type: str
+        self, method: str, path: str, query: dict[str, str], body: bytes, scope: Scope
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] in ("api", "apis") and method in _VERB:
@@ -79,7 +79,9 @@ class App:
             verb = self._verb(method, t)
             if self.faults.active():
                 await self.faults.apply(verb)
-            status, payload = await self._resource(method, t, query, body, content_type)
+            status, payload = await self._resource(method, t, query, body, _header(scope, b"content-type"))
+            if method == "GET" and status == 200 and tables.wants_table(_header(scope, b"accept")):
+                payload = _as_table(t, payload, query)
             return status, payload, []
         return self._misc(method, path, body)
 
@@ -266,6 +268,18 @@ async def _respond(send: Send, status: int, payload: bytes, headers: list[tuple[
     out.append((b"content-length", str(len(payload)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": payload})
+
+
+def _as_table(t: Target, payload: bytes, query: dict[str, str]) -> bytes:
+    """A list or object reply as the Table kubectl asks for (decoded again: kubectl's path is not hot)."""
+    decoded = msgspec.json.decode(payload)
+    objects = decoded["items"] if t.name is None else [decoded]
+    include = query.get("includeObject") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise bad_request(
+            f'includeObject: Unsupported value: "{include}": supported values: "None", "Metadata", "Object"'
+        )
+    return _encode(tables.to_table(t.rtype, objects, decoded["metadata"].get("resourceVersion", ""), include))
 
 
 def _is_watch_path(path: str) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from lahar.sim.admission import Attributes
-from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run
+from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run, propagation_policy
 from lahar.sim.clock import iso
 from lahar.sim.errors import bad_request, conflict, invalid, not_found, success_status
 from lahar.sim.objects import decode_json, int_option
@@ -109,6 +109,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     if not isinstance(options, dict):
         raise bad_request("deleteOptions: must be an object")
     grace = int_option(options.get("gracePeriodSeconds"), "deleteOptions.gracePeriodSeconds")
+    policy = propagation_policy(options, {})
     if api.admission.active(pods):
         attrs = Attributes(
             pods,
@@ -128,5 +129,5 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
         raise not_found("pods", "", name)
     check_preconditions(pods, entry, options)
     if not is_dry_run(query):
-        api.delete_object(api.table(pods), entry, grace)
+        api.delete_object(api.table(pods), entry, grace, policy)
     return 201, _CREATED
