@@ -140,7 +140,131 @@ def _default() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
     return defs, [lambda o: o["metadata"]["name"], lambda o: o["metadata"].get("creationTimestamp")]
 
 
-PRINTERS: dict[tuple[str, str], Callable[[], tuple[list[Column], list[Callable[[Obj], Any]]]]] = {}
+def _pods() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
+    defs = [
+        NAME,
+        column("Ready", description="The aggregate readiness state of this pod for accepting traffic."),
+        column("Status", description="The aggregate status of the containers in this pod."),
+        column("Restarts", description="The number of times the containers in this pod have been restarted."),
+        column("Age", description=_CREATED_DOC),
+        column("IP", description="IP address allocated to the pod.", priority=1),
+        column("Node", description="The node the pod is bound to.", priority=1),
+        column("Nominated Node", description="The node the scheduler nominated for this pod.", priority=1),
+        column("Readiness Gates", description="The pod's readiness gates.", priority=1),
+    ]
+    cells: list[Callable[[Obj], Any]] = [
+        lambda o: o["metadata"]["name"],
+        _pod_ready,
+        pod_status_text,
+        lambda o: sum(int(c.get("restartCount") or 0) for c in _status(o).get("containerStatuses") or ()),
+        age,
+        lambda o: _status(o).get("podIP") or "<none>",
+        lambda o: (o.get("spec") or {}).get("nodeName") or "<none>",
+        lambda o: _status(o).get("nominatedNodeName") or "<none>",
+        _readiness_gates,
+    ]
+    return defs, cells
+
+
+def _status(obj: Obj) -> Obj:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _pod_ready(obj: Obj) -> str:
+    containers = (obj.get("spec") or {}).get("containers") or []
+    ready = sum(1 for c in _status(obj).get("containerStatuses") or () if c.get("ready"))
+    return f"{ready}/{len(containers)}"
+
+
+def pod_status_text(obj: Obj) -> str:
+    """kubectl's STATUS: the phase, a container's waiting or terminated reason, or Terminating."""
+    status = _status(obj)
+    reason = status.get("reason") or status.get("phase") or ""
+    for c in status.get("containerStatuses") or ():
+        state = c.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+        elif terminated.get("reason"):
+            reason = terminated["reason"]
+    if obj["metadata"].get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    return str(reason)
+
+
+def _readiness_gates(obj: Obj) -> str:
+    gates = (obj.get("spec") or {}).get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    true = {c.get("type") for c in _status(obj).get("conditions") or () if c.get("status") == "True"}
+    return f"{sum(1 for g in gates if g.get('conditionType') in true)}/{len(gates)}"
+
+
+def _configmaps() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
+    defs = [NAME, column("Data", "integer", "Number of data in configmap"), column("Age", description=_CREATED_DOC)]
+    count = lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})  # noqa: E731
+    return defs, [lambda o: o["metadata"]["name"], count, age]
+
+
+def _namespaces() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
+    defs = [NAME, column("Status", description="The status of the namespace"), column("Age", description=_CREATED_DOC)]
+    return defs, [lambda o: o["metadata"]["name"], lambda o: _status(o).get("phase") or "", age]
+
+
+def _nodes() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
+    defs = [
+        NAME,
+        column("Status", description="The status of the node"),
+        column("Roles", description="The roles of the node"),
+        column("Age", description=_CREATED_DOC),
+        column("Version", description="Kubelet Version reported by the node."),
+        column("Internal-IP", description="List of internal IPs.", priority=1),
+        column("External-IP", description="List of external IPs.", priority=1),
+        column("OS-Image", description="OS Image reported by the node from /etc/os-release.", priority=1),
+        column("Kernel-Version", description="Kernel Version reported by the node.", priority=1),
+        column("Container-Runtime", description="Container Runtime Version reported by the node.", priority=1),
+    ]
+    info = lambda key: lambda o: (_status(o).get("nodeInfo") or {}).get(key) or ""  # noqa: E731
+    cells: list[Callable[[Obj], Any]] = [
+        lambda o: o["metadata"]["name"],
+        _node_status,
+        _node_roles,
+        age,
+        info("kubeletVersion"),
+        lambda o: _address(o, "InternalIP"),
+        lambda o: _address(o, "ExternalIP"),
+        info("osImage"),
+        info("kernelVersion"),
+        info("containerRuntimeVersion"),
+    ]
+    return defs, cells
+
+
+def _node_status(obj: Obj) -> str:
+    ready = next((c for c in _status(obj).get("conditions") or () if c.get("type") == "Ready"), None)
+    text = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    return text + (",SchedulingDisabled" if (obj.get("spec") or {}).get("unschedulable") else "")
+
+
+def _node_roles(obj: Obj) -> str:
+    prefix = "node-role.kubernetes.io/"
+    labels = obj["metadata"].get("labels") or {}
+    roles = sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k != prefix)
+    return ",".join(roles) or "<none>"
+
+
+def _address(obj: Obj, kind: str) -> str:
+    found = [a.get("address") for a in _status(obj).get("addresses") or () if a.get("type") == kind]
+    return ",".join(found) or "<none>"
+
+
+PRINTERS: dict[tuple[str, str], Callable[[], tuple[list[Column], list[Callable[[Obj], Any]]]]] = {
+    ("", "pods"): _pods,
+    ("", "configmaps"): _configmaps,
+    ("", "namespaces"): _namespaces,
+    ("", "nodes"): _nodes,
+}
 
 
 def to_table(rtype: ResourceType, objects: list[Obj], resource_version: str, include: str = "Metadata") -> Obj:
