@@ -142,7 +142,8 @@ class Api:
         meta = obj["metadata"]
         self._place(t, meta)
         if meta.get("resourceVersion"):
-            raise bad_request("resourceVersion should not be set on objects to be created")
+            # A 500 without a reason, as the API server answers it.
+            raise ApiError(500, "", "resourceVersion should not be set on objects to be created")
         if not meta.get("name") and not meta.get("generateName"):
             raise invalid(
                 rtype.kind,
@@ -201,7 +202,9 @@ class Api:
             spec = obj.get("spec")
             if isinstance(spec, dict):
                 strategies.default_pod_spec(spec)
+                strategies.admit_service_account(spec)
                 self._admit_priority(obj, spec)
+                strategies.admit_default_tolerations(spec)
 
     def _admit_priority(self, obj: Obj, spec: Obj) -> None:
         """The Priority admission plugin: resolve spec.priorityClassName into spec.priority."""
@@ -232,8 +235,7 @@ class Api:
                 "priority admission controller computed the value from the given PriorityClass name",
             )
         spec["priority"] = value
-        if pc is not None:
-            spec.setdefault("preemptionPolicy", pc.get("preemptionPolicy", "PreemptLowerPriority"))
+        spec.setdefault("preemptionPolicy", (pc or {}).get("preemptionPolicy", "PreemptLowerPriority"))
 
     def _before_create(self, rtype: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -243,7 +245,9 @@ class Api:
             meta.pop(field, None)
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = iso()
-        meta["generation"] = 1
+        meta.pop("generation", None)
+        if tracks_generation(rtype):
+            meta["generation"] = 1
         prepare = _PREPARE_CREATE.get(rtype.key)
         if prepare is not None:
             prepare(obj)
@@ -254,6 +258,7 @@ class Api:
         self._validate(rtype, obj)
 
     def _validate(self, rtype: ResourceType, obj: Obj) -> None:
+        drop_empty(rtype, obj)
         meta = obj["metadata"]
         causes = strategies.validate_name(rtype, meta["name"]) + strategies.validate_metadata(meta)
         check = _VALIDATE.get(rtype.key)
@@ -362,7 +367,7 @@ class Api:
         causes = self._prepare_update(rtype, new, old)
         if causes:
             raise invalid(rtype.kind, rtype.group, meta["name"], causes)
-        if spec_part(new) != spec_part(old):
+        if tracks_generation(rtype) and spec_part(new) != spec_part(old):
             meta["generation"] = int(old_meta.get("generation") or 1) + 1
         self._validate(rtype, new)
         return new
@@ -462,6 +467,9 @@ class Api:
             return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if table.rtype.key == _NAMESPACES:
             self._empty_namespace(meta["name"])
+        if table.rtype.key == _PODS:
+            # A pod always passes through graceful deletion, with a period of 0 here.
+            obj = {**obj, "metadata": {**meta, "deletionTimestamp": iso(), "deletionGracePeriodSeconds": 0}}
         return self.store.remove(table, obj)
 
     def _empty_namespace(self, namespace: str) -> None:
@@ -533,6 +541,43 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
 }
 
 
+# Built-in resources whose strategies keep metadata.generation (the others never set it).
+_GENERATION = frozenset(
+    {
+        ("", "pods"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        _CRDS,
+    }
+)
+
+
+# Fields the Go types leave out when empty (omitempty): stored without them, as etcd holds them.
+_OMIT_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
+_OMIT_EMPTY: dict[tuple[str, str], tuple[str, ...]] = {("", "configmaps"): ("data", "binaryData")}
+
+
+def drop_empty(rtype: ResourceType, obj: Obj) -> None:
+    meta = obj["metadata"]
+    for field in _OMIT_EMPTY_META:
+        if field in meta and meta[field] in ({}, [], None):
+            del meta[field]
+    for field in _OMIT_EMPTY.get(rtype.key, ()):
+        if field in obj and obj[field] in ({}, None):
+            del obj[field]
+
+
+def tracks_generation(rtype: ResourceType) -> bool:
+    return rtype.custom or rtype.key in _GENERATION
+
+
 def matcher(rtype: ResourceType, query: Query) -> Predicate | None:
     label = label_matcher(query.get("labelSelector"))
     field = field_matcher(query.get("fieldSelector"), rtype.qualified)
@@ -588,22 +633,24 @@ def propagation_policy(options: Obj, query: Query) -> str:
 
 
 def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None:
+    """DeleteOptions.preconditions, checked (and worded) as the server's BeforeDelete does."""
     pre = options.get("preconditions") or {}
     meta = entry.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta["uid"]:
         raise conflict(
-            rtype.plural,
+            rtype.kind,
             rtype.group,
             meta["name"],
-            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+            f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta['uid']}). "
+            "The object might have been deleted and then recreated",
         )
     if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
         raise conflict(
-            rtype.plural,
+            rtype.kind,
             rtype.group,
             meta["name"],
-            f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-            f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+            f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
         )
 
 

@@ -18,7 +18,7 @@ import msgspec
 
 from lahar.sim import pods, resources, tables, watch
 from lahar.sim.api import Api, Target
-from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed
+from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed, no_such_resource, not_found
 from lahar.sim.faults import Faults, FaultSpecError
 
 log = logging.getLogger("lahar.sim")
@@ -95,7 +95,7 @@ class App:
             if method == "PUT":
                 self._set_faults(body)
             return 200, _encode(self.faults.to_json()), []
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise no_such_resource()
 
     def _set_faults(self, body: bytes) -> None:
         try:
@@ -120,12 +120,12 @@ class App:
         if len(parts) == 2 and parts[0] == "apis":
             versions = registry.group_versions().get(parts[1])
             if not versions:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             return resources.api_group(parts[1], versions)
         if len(parts) == 3 and parts[0] == "apis":
             types = registry.in_group_version(parts[1], parts[2])
             if not types:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             return resources.resource_list(parts[1], parts[2], types)
         return None
 
@@ -135,7 +135,7 @@ class App:
             group, version, rest = "", parts[1], parts[2:]
         else:
             if len(parts) < 4:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             group, version, rest = parts[1], parts[2], parts[3:]
         if rest and rest[0] == "watch":
             rest = rest[1:]
@@ -143,17 +143,20 @@ class App:
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBS:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         rtype = self.api.registry.get(group, version, rest[0])
         if rtype is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         if (namespace is not None and not rtype.namespaced) or (
             rtype.namespaced and namespace is None and len(rest) > 1
         ):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         sub = rest[2] if len(rest) == 3 else ""
+        if sub == "status" and not rtype.status and rtype.custom:
+            # The server routes CUSTOM/NAME/status to the object and finds no such subresource.
+            raise not_found(rtype.plural, rtype.group, rest[1])
         if (sub and sub != "status" and sub not in rtype.extra_subresources) or (sub == "status" and not rtype.status):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         return Target(rtype, namespace, rest[1] if len(rest) >= 2 else None, sub)
 
     @staticmethod

@@ -61,7 +61,7 @@ IGNORED = frozenset({"managedFields"})
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _NUMBER = re.compile(r"\d+")
 # The API server's generateName suffix: five characters of its vowel-free alphabet.
-_GENERATED = re.compile(r"(gen-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
+_GENERATED = re.compile(r"(gen-|kube-api-access-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
 
 
 # --- the pure part: normalise, diff, judge ---------------------------------------------------------------
@@ -70,7 +70,7 @@ _GENERATED = re.compile(r"(gen-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
 def normalize(value: Any, run_id: str, key: str = "") -> Any:
     """``value`` with what may differ between servers and runs replaced by placeholders."""
     if isinstance(value, dict):
-        return {k: normalize(v, run_id, k) for k, v in value.items() if k not in IGNORED}
+        return {k.replace(run_id, "<run>"): normalize(v, run_id, k) for k, v in value.items() if k not in IGNORED}
     if isinstance(value, list):
         if key in VOLATILE:
             return f"<{type(value).__name__}>"
@@ -242,11 +242,7 @@ class Client:
         if content is not None:
             headers["Content-Type"] = content_type
         resp = self.http.request(method, path, content=content, params=params, headers=headers)
-        try:
-            decoded = msgspec.json.decode(resp.content) if resp.content else None
-        except msgspec.DecodeError:
-            decoded = resp.text
-        return Reply(resp.status_code, decoded)
+        return Reply(resp.status_code, _decode(resp.content, resp.text))
 
     def get(self, path: str, **params: str) -> Reply:
         return self.call("GET", path, params=params or None)
@@ -259,7 +255,7 @@ class Client:
         with self.http.stream("GET", path, params=params, timeout=seconds + 5) as resp:
             if resp.status_code != 200:
                 resp.read()
-                return {"code": resp.status_code, "body": msgspec.json.decode(resp.content)}
+                return Reply(resp.status_code, _decode(resp.content, resp.text)).record()
             for line in resp.iter_lines():
                 if line.strip():
                     events.append(msgspec.json.decode(line))
@@ -276,6 +272,13 @@ class Client:
             if time.monotonic() > deadline:
                 return False
             time.sleep(interval)
+
+
+def _decode(content: bytes, text: str) -> Any:
+    try:
+        return msgspec.json.decode(content) if content else None
+    except msgspec.DecodeError:
+        return text
 
 
 # --- running a sequence on two servers -------------------------------------------------------------------

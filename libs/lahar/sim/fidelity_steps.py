@@ -134,6 +134,11 @@ def create_invalid_name(c: Client) -> Record:
     return c.call("POST", ns_path(c, CM), configmap(c, "Bad_Name")).record()
 
 
+@step("create: invalid namespace name (422)")
+def create_invalid_namespace(c: Client) -> Record:
+    return c.call("POST", "/api/v1/namespaces", {"metadata": {"name": "Bad.Name"}}).record()
+
+
 @step("create: neither name nor generateName (422)")
 def create_no_name(c: Client) -> Record:
     obj = configmap(c, "")
@@ -143,7 +148,7 @@ def create_no_name(c: Client) -> Record:
 
 @step("create: malformed JSON (400)")
 def create_malformed(c: Client) -> Record:
-    return {"code": c.call("POST", ns_path(c, CM), b'{"metadata": ').code}
+    return c.call("POST", ns_path(c, CM), b'{"metadata": ').record()
 
 
 @step("create: kind does not match the URL (400)")
@@ -227,7 +232,7 @@ def list_labels(c: Client) -> Record:
 
 @step("list: malformed label selector (400)")
 def list_bad_label(c: Client) -> Record:
-    return {"code": c.get(ns_path(c, CM), labelSelector="app in a").code}
+    return c.get(ns_path(c, CM), labelSelector="app in a").record()
 
 
 @step("list: every configmap of the namespace")
@@ -270,18 +275,18 @@ def patch_json(c: Client) -> Record:
 @step("patch: json-patch test fails (422)")
 def patch_json_test(c: Client) -> Record:
     ops = [{"op": "test", "path": "/data/k", "value": "nope"}]
-    return {"code": c.call("PATCH", ns_path(c, CM, "cm-a"), ops, JSON_PATCH).code}
+    return c.call("PATCH", ns_path(c, CM, "cm-a"), ops, JSON_PATCH).record()
 
 
 @step("patch: json-patch removes a missing path (422)")
 def patch_json_missing(c: Client) -> Record:
     ops = [{"op": "remove", "path": "/data/absent"}]
-    return {"code": c.call("PATCH", ns_path(c, CM, "cm-a"), ops, JSON_PATCH).code}
+    return c.call("PATCH", ns_path(c, CM, "cm-a"), ops, JSON_PATCH).record()
 
 
 @step("patch: json-patch that is not a list (400)")
 def patch_json_not_list(c: Client) -> Record:
-    return {"code": c.call("PATCH", ns_path(c, CM, "cm-a"), {"op": "add"}, JSON_PATCH).code}
+    return c.call("PATCH", ns_path(c, CM, "cm-a"), {"op": "add"}, JSON_PATCH).record()
 
 
 @step("patch: merge-patch, null deletes")
@@ -323,12 +328,13 @@ def patch_strategic_pod(c: Client) -> Record:
 def patch_apply(c: Client) -> Record:
     obj = configmap(c, "cm-applied", {"app": "applied"}, k="v")
     reply = c.call("PATCH", ns_path(c, CM, "cm-applied"), obj, APPLY, {"fieldManager": "fidelity"})
+    c.call("DELETE", ns_path(c, CM, "cm-applied"))  # the later selections must not see it
     return reply.record()
 
 
 @step("patch: unsupported media type (415)")
 def patch_unknown_type(c: Client) -> Record:
-    return {"code": c.call("PATCH", ns_path(c, CM, "cm-a"), {"data": {}}, "text/plain").code}
+    return c.call("PATCH", ns_path(c, CM, "cm-a"), {"data": {}}, "text/plain").record()
 
 
 @step("patch: missing object (404)")
@@ -388,7 +394,7 @@ def pod_bind_missing(c: Client) -> Record:
 def pod_bind_no_target(c: Client) -> Record:
     create(c, ns_path(c, "pods"), pod(c, "pod-nt"))
     body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "pod-nt"}, "target": {}}
-    return {"code": c.call("POST", ns_path(c, "pods", "pod-nt", "binding"), body).code}
+    return c.call("POST", ns_path(c, "pods", "pod-nt", "binding"), body).record()
 
 
 @step("pod: list by field selectors")
@@ -451,6 +457,12 @@ def pod_delete_unbound(c: Client) -> Record:
 def delete_precondition(c: Client) -> Record:
     options = {"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}}
     return c.call("DELETE", ns_path(c, "pods", "pod-nt"), options).record()
+
+
+@step("delete: a configmap (the reply)")
+def delete_configmap(c: Client) -> Record:
+    create(c, ns_path(c, CM), configmap(c, "cm-del"))
+    return c.call("DELETE", ns_path(c, CM, "cm-del")).record()
 
 
 @step("delete: missing object (404)")
@@ -526,7 +538,7 @@ def podgroup_status(c: Client) -> Record:
 
 @step("custom resource: strategic-merge patch refused (415)")
 def custom_strategic(c: Client) -> Record:
-    return {"code": c.call("PATCH", queue_path(c), {"spec": {"weight": 2}}, STRATEGIC).code}
+    return c.call("PATCH", queue_path(c), {"spec": {"weight": 2}}, STRATEGIC).record()
 
 
 # --- watch ---------------------------------------------------------------------------------------------
@@ -580,13 +592,14 @@ def watch_initial_events(c: Client) -> Record:
 
 @step("watch: a too old resourceVersion (410 Expired)")
 def watch_too_old(c: Client) -> Record:
-    return watch_summary(c.watch(ns_path(c, CM), {"resourceVersion": "1"}, lambda ev: len(ev) >= 1))
+    # Queues: their watch cache began when their CRD was made, well after resourceVersion 1.
+    params = {"resourceVersion": "1", "labelSelector": f"{LABEL}={c.run_id}"}
+    return watch_summary(c.watch(f"/apis/{SCHED}/queues", params, lambda ev: len(ev) >= 1))
 
 
 @step("watch: an invalid resourceVersion (400)")
 def watch_bad_rv(c: Client) -> Record:
-    result = c.watch(ns_path(c, CM), {"resourceVersion": "abc"}, lambda ev: len(ev) >= 1)
-    return {"code": result["code"]}
+    return c.watch(ns_path(c, CM), {"resourceVersion": "abc"}, lambda ev: len(ev) >= 1)
 
 
 # --- ownerReferences and garbage collection --------------------------------------------------------------
@@ -628,9 +641,9 @@ def gc_orphan(c: Client) -> Record:
     return {"code": reply.code, "parent_gone": parent_gone, "child": c.get(child).code, "orphaned": orphaned}
 
 
-@step("gc: invalid propagationPolicy (400)")
+@step("gc: invalid propagationPolicy (422)")
 def gc_bad_policy(c: Client) -> Record:
-    return {"code": c.call("DELETE", ns_path(c, CM, "cm-c"), {"propagationPolicy": "Sometimes"}).code}
+    return c.call("DELETE", ns_path(c, CM, "cm-c"), {"propagationPolicy": "Sometimes"}).record()
 
 
 @step("deletecollection: by label selector")

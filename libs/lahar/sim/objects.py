@@ -51,6 +51,13 @@ def check_kind(obj: Obj, rtype: ResourceType) -> None:
             f"the API version in the data ({api_version}) does not match the expected API version ({rtype.api_version})"
         )
     if kind and kind != rtype.kind:
+        if not rtype.custom and (not api_version or api_version == rtype.api_version):
+            # The server decodes the body as the kind it names, then fails to convert it.
+            internal = rtype.group.split(".")[0] or "core"
+            raise bad_request(
+                f'{kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+                f"converting ({rtype.version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            )
         raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})")
     obj["apiVersion"] = rtype.api_version
     obj["kind"] = rtype.kind

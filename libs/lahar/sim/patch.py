@@ -85,12 +85,10 @@ def _json_patch(target: Obj, patch: Any) -> Obj:
         raise bad_request("json patch: the body must be a JSON array of operations")
     try:
         result = jsonpatch.apply_patch(target, patch, in_place=False)
-    except jsonpatch.JsonPatchConflict as exc:
-        raise ApiError(
-            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
-        ) from None
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
-        raise bad_request(f"json patch: {exc}") from None
+        # The server decodes the operations first (a 400 when that fails) and answers any failure
+        # to apply them, a failed "test" included, with 422.
+        raise ApiError(422, "", str(exc)) from None
     if not isinstance(result, dict):
         raise bad_request("json patch: the result is not an object")
     return result
@@ -146,7 +144,8 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     if not isinstance(current, list):
         current = []
     if field in PRIMITIVE_MERGE:
-        return [*current, *(v for v in patch if v not in current)]
+        # The patch's items first, then those only the server had: the order the server's merge gives.
+        return [*dict.fromkeys(patch), *(v for v in current if v not in patch)]
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(item, dict) for item in patch):
         return copy.deepcopy(patch)

@@ -327,6 +327,10 @@ def field_matcher(text: str | None, resource: str) -> Predicate | None:
             continue
         field, op, value = _field_term(term)
         if field not in allowed:
+            if allowed is _COMMON:  # the server's default conversion has its own wording
+                raise bad_request(
+                    f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+                )
             raise bad_request(f"field label not supported: {field}")
         get = _path_getter(_ALIASES.get(field, field))
         checks.append(_field_check(get, value, negate=op == "!="))

@@ -156,7 +156,7 @@ def _pods() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
         lambda o: o["metadata"]["name"],
         _pod_ready,
         pod_status_text,
-        lambda o: sum(int(c.get("restartCount") or 0) for c in _status(o).get("containerStatuses") or ()),
+        lambda o: str(sum(int(c.get("restartCount") or 0) for c in _status(o).get("containerStatuses") or ())),
         age,
         lambda o: _status(o).get("podIP") or "<none>",
         lambda o: (o.get("spec") or {}).get("nodeName") or "<none>",
@@ -202,7 +202,7 @@ def _readiness_gates(obj: Obj) -> str:
 
 
 def _configmaps() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
-    defs = [NAME, column("Data", "integer", "Number of data in configmap"), column("Age", description=_CREATED_DOC)]
+    defs = [NAME, column("Data", "string", "Number of data in configmap"), column("Age", description=_CREATED_DOC)]
     count = lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})  # noqa: E731
     return defs, [lambda o: o["metadata"]["name"], count, age]
 
