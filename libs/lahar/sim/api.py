@@ -22,6 +22,7 @@ import msgspec
 from lahar.sim import kinds, strategies, workloads
 from lahar.sim.admission import Admission, Attributes
 from lahar.sim.clock import iso
+from lahar.sim.crd_defaults import apply_defaults
 from lahar.sim.crds import crd_status, crd_types, validate_crd
 from lahar.sim.errors import (
     STALE,
@@ -34,7 +35,7 @@ from lahar.sim.errors import (
 )
 from lahar.sim.gc import POLICIES, GarbageCollector, deletion_finalizer
 from lahar.sim.objects import decode_json, decode_object, generated_name, int_option, new_uid, spec_part
-from lahar.sim.patch import apply_patch
+from lahar.sim.patch import apply_patch, check_patch_type
 from lahar.sim.resources import Registry, ResourceType, builtin_types
 from lahar.sim.selectors import Predicate, field_matcher, label_matcher
 from lahar.sim.store import DELETED, Entry, Event, Store, Table, object_key
@@ -67,6 +68,7 @@ class Api:
         self.registry = Registry()
         for rtype in builtin_types():
             self.registry.add(rtype)
+            self.store.table(rtype)  # every built-in history begins now, as the server's caches at start
         self.admission = Admission(self.store, webhook_services, self.namespace_labels)
         self.store.listeners.append(self._on_crd_event)
         self.gc = GarbageCollector(self)
@@ -253,6 +255,8 @@ class Api:
             prepare(obj)
         elif rtype.custom and rtype.status:
             obj.pop("status", None)  # custom resources with a status subresource drop it on create
+        if rtype.custom:
+            apply_defaults(obj, rtype.schema)
         if rtype.key == _SERVICES:
             kinds.allocate_cluster_ip(obj, (e.obj for e in self.table(rtype).objects.values()))
         self._validate(rtype, obj)
@@ -278,6 +282,7 @@ class Api:
         return await self._update(t, candidate, query)
 
     async def patch(self, t: Target, body: bytes, content_type: str, query: Query) -> Reply:
+        check_patch_type(content_type, strategic_allowed=not t.rtype.custom)
         patch = decode_json(body, "the patch")
 
         def candidate(entry: Entry) -> tuple[Obj, str]:
@@ -341,6 +346,8 @@ class Api:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
+            if rtype.custom:
+                apply_defaults(merged, rtype.schema)
             return merged
         meta, old_meta = dict(new["metadata"]), old["metadata"]
         for field in (
@@ -364,6 +371,8 @@ class Api:
                 new["status"] = old["status"]
             else:
                 new.pop("status", None)
+        if rtype.custom:
+            apply_defaults(new, rtype.schema)
         causes = self._prepare_update(rtype, new, old)
         if causes:
             raise invalid(rtype.kind, rtype.group, meta["name"], causes)
@@ -501,6 +510,8 @@ class Api:
             self.registry.add(rtype)
         if old is not None and types:
             old.rtype = types[0]
+        elif types:
+            self.store.table(types[0])
 
 
 # --- module helpers ------------------------------------------------------------------------------------
@@ -619,7 +630,7 @@ def propagation_policy(options: Obj, query: Query) -> str:
     orphan = orphan in (True, "true", "1") if orphan is not None else None
     causes = []
     if policy is not None and policy not in POLICIES:
-        supported = ", ".join(f'"{p}"' for p in POLICIES)
+        supported = ", ".join(f'"{p}"' for p in (*POLICIES, "nil"))
         causes.append(("propagationPolicy", f'Unsupported value: "{policy}": supported values: {supported}'))
     if policy is not None and orphan is not None:
         causes.append(

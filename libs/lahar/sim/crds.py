@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lahar.sim.clock import iso
+from lahar.sim.crd_defaults import volcano_skeletons
 from lahar.sim.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -91,6 +92,7 @@ def crd_types(obj: Obj) -> list[ResourceType]:
                 status="status" in (version.get("subresources") or {}),
                 custom=True,
                 printer_columns=list(version.get("additionalPrinterColumns") or []),
+                schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             )
         )
     return out
@@ -116,11 +118,12 @@ def _crd(
     status: bool,
     columns: list[Obj],
 ) -> Obj:
+    schema = volcano_skeletons().get(f"{plural}.{group}/{version}") or {}
     ver: Obj = {
         "name": version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "schema": {"openAPIV3Schema": {**schema, "type": "object", "x-kubernetes-preserve-unknown-fields": True}},
         "subresources": {"status": {}} if status else {},
     }
     if columns:

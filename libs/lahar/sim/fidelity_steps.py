@@ -704,6 +704,13 @@ def table_podgroups(c: Client) -> Record:
     return table_summary(c.call("GET", volcano(c, SCHED, "podgroups"), accept=TABLE))
 
 
+@step("delete: a queue (the reply)")
+def delete_queue(c: Client) -> Record:
+    obj = {"apiVersion": SCHED, "kind": "Queue", "metadata": {"name": c.run_id + "-q2", "labels": {LABEL: c.run_id}}}
+    create(c, volcano(c, SCHED, "queues", namespaced=False), obj)
+    return c.call("DELETE", volcano(c, SCHED, "queues", c.run_id + "-q2", namespaced=False)).record()
+
+
 # --- admission webhooks (lightly: a webhook that cannot be reached) ------------------------------------
 
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

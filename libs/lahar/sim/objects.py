@@ -29,7 +29,15 @@ def decode_json(body: bytes, what: str = "the request body") -> Any:
 
 def decode_object(body: bytes, rtype: ResourceType) -> Obj:
     """A JSON object whose apiVersion/kind, when present, are those of ``rtype``; metadata is a dict."""
-    obj = decode_json(body)
+    try:
+        obj = _decode(body)
+    except msgspec.DecodeError as exc:
+        # Worded as the server's decoder, which echoes the body.
+        detail = "unexpected end of JSON input" if "truncated" in str(exc) else str(exc)
+        raise bad_request(
+            f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
+            f"json parse error: {detail} ({body.decode(errors='replace')})"
+        ) from None
     if not isinstance(obj, dict):
         raise bad_request("the body of the request must be a JSON object")
     check_kind(obj, rtype)

@@ -14,7 +14,7 @@ import msgspec
 from lahar.sim.admission import Attributes
 from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run, propagation_policy
 from lahar.sim.clock import iso
-from lahar.sim.errors import bad_request, conflict, invalid, not_found, success_status
+from lahar.sim.errors import ApiError, bad_request, conflict, invalid, not_found, success_status
 from lahar.sim.objects import decode_json, int_option
 
 Obj = dict[str, Any]
@@ -48,7 +48,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     if not name:
         raise invalid("Binding", "", "", [("metadata.name", "Required value")])
     if not node:
-        raise invalid("Binding", "", name, [("target.name", "Required value")])
+        raise ApiError(500, "", "target.name: Required value")  # a 500, as the binding storage answers
     pods = api.rtype("", "pods")
     if api.admission.active(pods):
         attrs = Attributes(

@@ -28,6 +28,7 @@ class ResourceType:
     custom: bool = False  # served from a CRD: no strategic merge patch, status dropped on create
     verbs: tuple[str, ...] = ALL_VERBS
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
+    schema: dict[str, Any] | None = None  # a custom resource's openAPIV3Schema (for its defaults)
 
     def __post_init__(self) -> None:
         if not self.singular:

@@ -115,8 +115,9 @@ class _Parser:
         return _check_value(self.take())
 
     def value_set(self) -> frozenset[str]:
-        if self.take() != "(":
-            raise bad_request(f"unable to parse requirement: expected '(' in {self.text!r}")
+        tok = self.take()
+        if tok != "(":
+            raise bad_request(f"unable to parse requirement: found '{tok or ''}' expected: '('")
         values: set[str] = set()
         while True:
             values.add(self.value())

@@ -174,6 +174,9 @@ class Store:
         table = self.tables.get(rtype.key)
         if table is None:
             table = self.tables[rtype.key] = Table(rtype, self.history_size)
+            # Like the API server's watch cache, its history begins when it is made: a watch from
+            # an older resourceVersion gets 410 (for a CRD's resources: older than the CRD).
+            table.compacted_rv = self.rv
         return table
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Entry | None:

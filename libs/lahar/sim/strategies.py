@@ -209,9 +209,10 @@ def prepare_pod_update(new: Obj, old: Obj) -> Causes:
         return [
             (
                 "spec",
-                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+                # The server follows this with a diff of its internal Go struct, not emulated.
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                 "(allow it to be set to 1 if it was previously negative)",
             )
         ]

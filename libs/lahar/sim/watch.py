@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from lahar.sim.api import Api, Query, Target, matcher, namespace_slice
-from lahar.sim.errors import bad_request, status_object
+from lahar.sim.errors import ApiError, status_object
 from lahar.sim.objects import int_option
 from lahar.sim.store import ADDED, Table, Watcher, watch_line
 
@@ -50,7 +50,9 @@ def open_watch(api: Api, t: Target, query: Query) -> tuple[Table, Watcher]:
         try:
             since = int(rv)
         except ValueError:
-            raise bad_request(f"resourceVersion: Invalid value: {rv!r}: must be an integer") from None
+            raise ApiError(
+                500, "", f'resourceVersion: Invalid value: "{rv}": strconv.ParseUint: parsing "{rv}": invalid syntax'
+            ) from None
         if since < table.compacted_rv:
             watcher.push(gone(since, table.compacted_rv + 1))
             watcher.close()
