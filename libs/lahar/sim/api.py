@@ -10,6 +10,7 @@ there is no ``await`` between the read and the write, so a request is atomic.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import bisect
 import time
@@ -422,7 +423,15 @@ class Api:
         if is_dry_run(query):
             return 200, entry.raw
         deleted = self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds"), options["policy"])
-        return 200, _encode(deleted)
+        if t.rtype.key in _RETURN_DELETED or self.store.get(t.rtype, t.namespace, t.name or "") is not None:
+            return 200, _encode(deleted)
+        # Gone at once: most resources answer with a Status naming what went.
+        meta = deleted["metadata"]
+        details = {"name": meta["name"], **({"group": t.rtype.group} if t.rtype.group else {})}
+        details |= {"kind": t.rtype.plural, "uid": meta["uid"]}
+        return 200, _encode(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )
 
     async def delete_collection(self, t: Target, body: bytes, query: Query) -> Reply:
         table = self.table(t.rtype)
@@ -475,11 +484,32 @@ class Api:
             }
             return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if table.rtype.key == _NAMESPACES:
-            self._empty_namespace(meta["name"])
+            return self._terminate_namespace(table, entry)
         if table.rtype.key == _PODS:
             # A pod always passes through graceful deletion, with a period of 0 here.
             obj = {**obj, "metadata": {**meta, "deletionTimestamp": iso(), "deletionGracePeriodSeconds": 0}}
         return self.store.remove(table, obj)
+
+    def _terminate_namespace(self, table: Table, entry: Entry) -> Obj:
+        """Terminating now; its objects and then itself go right after (the namespace controller's
+        work, done at once: no grace periods, no finalizers)."""
+        obj, meta = entry.obj, entry.obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            new_meta = {**meta, "deletionTimestamp": iso()}
+            obj = self.store.put(table, {**obj, "metadata": new_meta, "status": {"phase": "Terminating"}}, obj).obj
+        name = meta["name"]
+
+        def finish() -> None:
+            current = self.store.get(table.rtype, None, name)
+            if current is not None and current.obj["metadata"].get("uid") == meta.get("uid"):
+                self._empty_namespace(name)
+                self.store.remove(table, current.obj)
+
+        try:
+            asyncio.get_running_loop().call_soon(finish)
+        except RuntimeError:  # no loop (Api driven directly): at once
+            finish()
+        return obj
 
     def _empty_namespace(self, namespace: str) -> None:
         # The namespace controller's job, done at once: its objects go without grace or finalizers.
@@ -552,6 +582,8 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
 }
 
 
+# Resources whose deletion answers with the deleted object rather than a Status.
+_RETURN_DELETED = frozenset({_PODS, _SERVICES})
 # Built-in resources whose strategies keep metadata.generation (the others never set it).
 _GENERATION = frozenset(
     {
