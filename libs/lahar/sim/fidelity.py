@@ -132,7 +132,7 @@ def diff(left: Any, right: Any) -> list[Difference]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Known:
     """A difference we accept: ``paths`` (fnmatch patterns) of step ``step``, and why."""
 
@@ -184,8 +184,11 @@ def report_lines(verdicts: list[Verdict]) -> Iterator[str]:
             yield f"{v.step}: {label}"
             for d in v.new:
                 yield f"    NEW   {d}"
-            for d, k in v.known:
-                yield f"    known {d}  -- {k.reason}"
+            for entry in dict.fromkeys(k for _, k in v.known):
+                yield f"    known: {entry.reason}"
+                for d, k in v.known:
+                    if k is entry:
+                        yield f"        {d}"
 
 
 # --- the HTTP part --------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lahar.sim.fidelity import Client, Obj, Record, Reply, Step
+from lahar.sim.fidelity import Client, Known, Obj, Record, Reply, Step, Verdict, compare
 
 STEPS: list[tuple[str, Step]] = []
 LABEL = "fidelity.lahar.io/run"  # on every object a run creates, for the cleanup
@@ -164,7 +164,7 @@ def create_wrong_namespace(c: Client) -> Record:
     return c.call("POST", ns_path(c, CM), obj).record()
 
 
-@step("create: resourceVersion set (400)")
+@step("create: resourceVersion set (500)")
 def create_with_rv(c: Client) -> Record:
     obj = configmap(c, "cm-rv")
     obj["metadata"]["resourceVersion"] = "5"
@@ -390,7 +390,7 @@ def pod_bind_missing(c: Client) -> Record:
     return c.call("POST", ns_path(c, "pods", "pod-none", "binding"), binding("pod-none", c.state["node"])).record()
 
 
-@step("pod: binding without a target (422)")
+@step("pod: binding without a target (500)")
 def pod_bind_no_target(c: Client) -> Record:
     create(c, ns_path(c, "pods"), pod(c, "pod-nt"))
     body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "pod-nt"}, "target": {}}
@@ -597,7 +597,7 @@ def watch_too_old(c: Client) -> Record:
     return watch_summary(c.watch(f"/apis/{SCHED}/queues", params, lambda ev: len(ev) >= 1))
 
 
-@step("watch: an invalid resourceVersion (400)")
+@step("watch: an invalid resourceVersion (500)")
 def watch_bad_rv(c: Client) -> Record:
     return c.watch(ns_path(c, CM), {"resourceVersion": "abc"}, lambda ev: len(ev) >= 1)
 
@@ -785,3 +785,13 @@ def cleanup(c: Client) -> None:
     for path in (WEBHOOKS, f"/apis/{SCHED}/queues"):
         c.call("DELETE", path, params=selector)
     c.call("DELETE", f"/api/v1/namespaces/{c.run_id}")
+
+
+def run(left: Client, right: Client, known: list[Known]) -> list[Verdict]:
+    """The whole sequence on both servers, compared; what the runs made is removed whatever happens."""
+    try:
+        verdicts, _, _ = compare(left, right, STEPS, known)
+    finally:
+        for client in (left, right):
+            cleanup(client)
+    return verdicts
