@@ -97,6 +97,7 @@ class Api:
         return 200, entry.raw
 
     def list_objects(self, t: Target, query: Query) -> Reply:
+        check_list_options(query)
         table = self.table(t.rtype)
         match = matcher(t.rtype, query)
         limit = int_option(query.get("limit"), "limit") or 0
@@ -448,7 +449,9 @@ class Api:
                 attrs = Attributes(t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None)
                 await self.admission.validate(attrs)
             if not is_dry_run(query):
-                items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds"), options["policy"]))
+                deleted = self.delete_object(table, entry, options.get("gracePeriodSeconds"), options["policy"])
+                # The server lists them as its internal objects, without apiVersion and kind.
+                items.append({k: v for k, v in deleted.items() if k not in ("apiVersion", "kind")})
         rtype = t.rtype
         return 200, _encode(
             {
@@ -695,6 +698,27 @@ def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None
             f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
             f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
         )
+
+
+def check_list_options(query: Query) -> None:
+    match = query.get("resourceVersionMatch")
+    if not match:
+        return
+    causes = []
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            ("resourceVersionMatch", f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
+        )
+    elif not query.get("resourceVersion"):
+        causes.append(
+            ("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
+        )
+    elif match == "Exact" and query.get("resourceVersion") == "0":
+        causes.append(
+            ("resourceVersionMatch", 'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        )
+    if causes:
+        raise invalid("ListOptions", "meta.k8s.io", "", causes)
 
 
 def is_dry_run(query: Query) -> bool:

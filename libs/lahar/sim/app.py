@@ -181,6 +181,8 @@ class App:
             if method == "POST":
                 return await api.create(t, body, query)
             if method == "DELETE":
+                if "deletecollection" not in rtype.verbs:
+                    raise method_not_allowed()
                 return await api.delete_collection(t, body, query)
             raise method_not_allowed()
         if t.subresource in ("binding", "eviction"):

@@ -8,7 +8,7 @@ from typing import Any
 
 from lahar.sim.clock import iso
 from lahar.sim.crd_defaults import volcano_skeletons
-from lahar.sim.resources import ResourceType
+from lahar.sim.resources import CUSTOM_VERBS, ResourceType
 
 Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
@@ -91,6 +91,7 @@ def crd_types(obj: Obj) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 status="status" in (version.get("subresources") or {}),
                 custom=True,
+                verbs=CUSTOM_VERBS,
                 printer_columns=list(version.get("additionalPrinterColumns") or []),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             )

@@ -252,6 +252,20 @@ def list_bad_field(c: Client) -> Record:
     return c.get(ns_path(c, CM), fieldSelector="data.k=v").record()
 
 
+@step("list: resourceVersionMatch without a resourceVersion (422)")
+def list_match_alone(c: Client) -> Record:
+    return c.get(ns_path(c, CM), resourceVersionMatch="NotOlderThan").record()
+
+
+@step("list: an exact past resourceVersion")
+def list_exact(c: Client) -> Record:
+    before = c.get(ns_path(c, CM), labelSelector="fid=1").body["metadata"]["resourceVersion"]
+    create(c, ns_path(c, CM), configmap(c, "cm-later"))
+    reply = c.get(ns_path(c, CM), labelSelector="fid=1", resourceVersion=before, resourceVersionMatch="Exact")
+    c.call("DELETE", ns_path(c, CM, "cm-later"))
+    return {"code": reply.code, "names": names(reply)}
+
+
 @step("list: limit and continue")
 def list_pages(c: Client) -> Record:
     first = c.get(ns_path(c, CM), labelSelector="fid=1", limit="2")
@@ -470,6 +484,91 @@ def delete_missing(c: Client) -> Record:
     return c.call("DELETE", ns_path(c, CM, "cm-none")).record()
 
 
+@step("pod: binding a pod being deleted (409)")
+def pod_bind_terminating(c: Client) -> Record:
+    obj = pod(c, "pod-fin")
+    obj["metadata"]["finalizers"] = ["fidelity.lahar.io/hold"]
+    create(c, ns_path(c, "pods"), obj)
+    path = ns_path(c, "pods", "pod-fin")
+    c.call("DELETE", path)
+    reply = c.call("POST", path + "/binding", binding("pod-fin", c.state["node"]))
+    c.call("PATCH", path, [{"op": "remove", "path": "/metadata/finalizers"}], JSON_PATCH)
+    return {"reply": reply.record(), "gone": gone(c, path)}
+
+
+# --- objects the controller writes: headless Services, NetworkPolicies, Secrets ------------------------
+
+
+def service(c: Client, name: str, spec: Obj) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {LABEL: c.run_id}},
+        "spec": spec,
+    }
+
+
+@step("service: a headless Service (defaults)")
+def service_headless(c: Client) -> Record:
+    spec = {"clusterIP": "None", "selector": {"job": "j"}, "publishNotReadyAddresses": True}
+    return c.call("POST", ns_path(c, "services"), service(c, "svc-a", spec)).record()
+
+
+@step("service: a ClusterIP Service with a port (defaults)")
+def service_cluster_ip(c: Client) -> Record:
+    spec = {"selector": {"job": "j"}, "ports": [{"name": "http", "port": 80}]}
+    return c.call("POST", ns_path(c, "services"), service(c, "svc-b", spec)).record()
+
+
+@step("networkpolicy: create (defaults)")
+def network_policy(c: Client) -> Record:
+    selector = {"matchLabels": {"job": "j"}}
+    spec = {"podSelector": selector, "ingress": [{"from": [{"podSelector": selector}]}], "policyTypes": ["Ingress"]}
+    obj = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "np-a", "labels": {LABEL: c.run_id}},
+        "spec": spec,
+    }
+    return c.call("POST", ns_path(c, "networkpolicies", prefix="/apis/networking.k8s.io/v1"), obj).record()
+
+
+@step("secret: stringData folded into data")
+def secret_string_data(c: Client) -> Record:
+    obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sec-a"}, "stringData": {"k": "v"}}
+    return c.call("POST", ns_path(c, "secrets"), obj).record()
+
+
+@step("secret: data that is not base64 (400)")
+def secret_bad_data(c: Client) -> Record:
+    obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sec-b"}, "data": {"k": "not base64!"}}
+    return c.call("POST", ns_path(c, "secrets"), obj).record()
+
+
+# --- discovery -----------------------------------------------------------------------------------------
+
+
+def resource_entries(reply: Reply, wanted: tuple[str, ...]) -> Record:
+    found = {r["name"]: r for r in reply.body.get("resources", [])} if isinstance(reply.body, dict) else {}
+    keep = ("name", "namespaced", "kind", "verbs", "shortNames", "group", "version", "singularName", "categories")
+    return {
+        "code": reply.code,
+        "kind": (reply.body or {}).get("kind"),
+        "resources": {n: {k: found[n].get(k) for k in keep} if n in found else None for n in wanted},
+    }
+
+
+@step("discovery: /api/v1 (pods and their subresources)")
+def discovery_core(c: Client) -> Record:
+    wanted = ("pods", "pods/binding", "pods/eviction", "pods/status", "configmaps", "namespaces", "nodes", "services")
+    return resource_entries(c.get("/api/v1"), wanted)
+
+
+@step("discovery: Volcano's scheduling group")
+def discovery_volcano(c: Client) -> Record:
+    return resource_entries(c.get(f"/apis/{SCHED}"), ("podgroups", "queues", "queues/status", "podgroups/status"))
+
+
 # --- Volcano's custom resources and their status subresources -------------------------------------------
 
 SCHED = "scheduling.volcano.sh/v1beta1"
@@ -649,11 +748,7 @@ def gc_bad_policy(c: Client) -> Record:
 @step("deletecollection: by label selector")
 def delete_collection(c: Client) -> Record:
     reply = c.call("DELETE", ns_path(c, CM), params={"labelSelector": "fid=1,app=b"})
-    return {
-        "code": reply.code,
-        "kind": (reply.body or {}).get("kind"),
-        "left": names(c.get(ns_path(c, CM), labelSelector="app=b")),
-    }
+    return {"reply": reply.record(), "left": names(c.get(ns_path(c, CM), labelSelector="app=b"))}
 
 
 # --- Table output (kubectl get) ------------------------------------------------------------------------
