@@ -102,13 +102,18 @@ class Api:
         match = matcher(t.rtype, query)
         limit = int_option(query.get("limit"), "limit") or 0
         start = _continue_start(query.get("continue"))
-        if t.namespace is not None:
+        list_rv = self.store.rv
+        objects = table.objects
+        if query.get("resourceVersionMatch") == "Exact":
+            list_rv, objects = self._snapshot(table, query["resourceVersion"])
+            prefix = f"{t.namespace}/" if t.namespace is not None else ""
+            keys = sorted(k for k in objects if k.startswith(prefix) and k >= start)
+        elif t.namespace is not None:
             keys = namespace_slice(table, t.namespace, start)
         else:
             keys = table.keys_from(start) if start else table.sorted_keys()
         items: list[bytes] = []
         next_key = ""
-        objects = table.objects
         for key in keys:
             entry = objects[key]
             if match is None or match(entry.obj):
@@ -116,9 +121,9 @@ class Api:
                     next_key = key
                     break
                 items.append(entry.raw)
-        meta: Obj = {"resourceVersion": str(self.store.rv)}
+        meta: Obj = {"resourceVersion": str(list_rv)}
         if next_key:
-            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": self.store.rv, "start": next_key})).decode()
+            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": list_rv, "start": next_key})).decode()
         rtype = t.rtype
         head = (
             b'{"kind":"'
@@ -130,6 +135,22 @@ class Api:
             + b',"items":['
         )
         return 200, head + b",".join(items) + b"]}"
+
+    def _snapshot(self, table: Table, resource_version: str) -> tuple[int, dict[str, Entry]]:
+        """A list at an exact resourceVersion, rebuilt from the watch history."""
+        try:
+            rv = int(resource_version)
+        except ValueError:
+            raise ApiError(
+                500,
+                "",
+                f'resourceVersion: Invalid value: "{resource_version}": strconv.ParseUint: parsing '
+                f'"{resource_version}": invalid syntax',
+            ) from None
+        objects = table.snapshot(min(rv, self.store.rv))
+        if objects is None:
+            raise ApiError(410, "Expired", "The resourceVersion for the provided list is too old.")
+        return rv, objects
 
     def _entry(self, t: Target) -> Entry:
         assert t.name is not None
