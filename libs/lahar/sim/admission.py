@@ -238,7 +238,11 @@ def _request(attrs: Attributes) -> Obj:
         "requestResource": resource,
         "name": attrs.name,
         "operation": attrs.operation,
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "userInfo": {
+            "username": "system:admin",
+            "uid": "system:admin",
+            "groups": ["system:masters", "system:authenticated"],
+        },
         "object": attrs.obj,
         "oldObject": attrs.old,
         "dryRun": attrs.dry_run,

@@ -164,6 +164,7 @@ class Api:
     async def create(self, t: Target, body: bytes, query: Query) -> Reply:
         rtype = t.rtype
         obj = decode_object(body, rtype)
+        drop_empty(rtype, obj)  # as decoding into the Go types does, before any webhook sees it
         meta = obj["metadata"]
         self._place(t, meta)
         if meta.get("resourceVersion"):
@@ -188,7 +189,7 @@ class Api:
                 obj,
                 None,
                 dry_run,
-                {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+                request_options("CreateOptions", dry_run),
             )
             obj = await self.admission.mutate(attrs) or obj
             self._before_create(rtype, obj)
@@ -344,7 +345,7 @@ class Api:
                     new,
                     entry.obj,
                     dry_run,
-                    {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
+                    request_options("UpdateOptions", dry_run),
                 )
                 new = await self.admission.mutate(attrs) or new
                 new = self._merge_update(t, new, entry.obj)
@@ -438,7 +439,7 @@ class Api:
                 None,
                 entry.obj,
                 is_dry_run(query),
-                {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options},
+                request_options("DeleteOptions", is_dry_run(query), options),
             )
             await self.admission.validate(attrs)
             entry = self._entry(t)
@@ -740,6 +741,17 @@ def check_list_options(query: Query) -> None:
         )
     if causes:
         raise invalid("ListOptions", "meta.k8s.io", "", causes)
+
+
+def request_options(kind: str, dry_run: bool, given: Obj | None = None) -> Obj:
+    """The options an AdmissionReview carries: what the client set (our own keys left out)."""
+    options: Obj = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+    for key, value in (given or {}).items():
+        if key not in ("policy", "kind", "apiVersion") and value is not None:
+            options[key] = value
+    if dry_run:
+        options["dryRun"] = ["All"]
+    return options
 
 
 def is_dry_run(query: Query) -> bool:

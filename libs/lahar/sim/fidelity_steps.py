@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lahar.sim.fidelity import Client, Known, Obj, Record, Reply, Step, Verdict, compare
+from lahar.sim.fidelity_webhook import WebhookServer
 
 STEPS: list[tuple[str, Step]] = []
 LABEL = "fidelity.lahar.io/run"  # on every object a run creates, for the cleanup
@@ -809,6 +810,7 @@ def delete_queue(c: Client) -> Record:
 # --- admission webhooks (lightly: a webhook that cannot be reached) ------------------------------------
 
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def webhook_configuration(c: Client, policy: str) -> Obj:
@@ -864,6 +866,123 @@ def webhook_invalid(c: Client) -> Record:
     return {"code": reply.code, "reason": body.get("reason")}
 
 
+# --- admission webhooks that answer: the reviews each server sends ---------------------------------------
+
+
+def hook_spec(c: Client, name: str, path: str, rules: list[Obj], selector: Obj | None) -> Obj:
+    hook: Obj = {
+        "name": name,
+        "clientConfig": {"url": c.state["hook"].url + path, "caBundle": c.state["hook"].ca_bundle},
+        "rules": rules,
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": c.run_id}},
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    }
+    if selector:
+        hook["objectSelector"] = {"matchLabels": selector}
+    return hook
+
+
+def cm_rule(*operations: str) -> list[Obj]:
+    return [{"operations": list(operations), "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+
+
+def reviews(c: Client) -> list[Record]:
+    """The reviews the webhook got since the last call: path and request (who asked: keys only)."""
+    out = []
+    for path, request in c.state["hook"].taken():
+        request = dict(request)
+        request["userInfo"] = sorted(request.get("userInfo") or {})
+        out.append({"path": path, "request": request})
+    return out
+
+
+@step("admission: answering webhooks registered")
+def webhooks_registered(c: Client) -> Record:
+    c.state["hook"] = WebhookServer()
+    meta = {"labels": {LABEL: c.run_id}}
+    validating = [
+        hook_spec(c, "review.fidelity.lahar.io", "/allow", cm_rule("CREATE", "UPDATE", "DELETE"), {"hook": "review"}),
+        hook_spec(c, "deny.fidelity.lahar.io", "/deny", cm_rule("CREATE"), {"hook": "deny"}),
+        hook_spec(
+            c,
+            "bind.fidelity.lahar.io",
+            "/allow",
+            [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/binding"]}],
+            None,
+        ),
+    ]
+    mutating = [hook_spec(c, "mutate.fidelity.lahar.io", "/mutate", cm_rule("CREATE"), {"hook": "mutate"})]
+    codes = [
+        c.call("POST", WEBHOOKS, {**_config("Validating", c.run_id + "-review", meta), "webhooks": validating}).code,
+        c.call("POST", MUTATING, {**_config("Mutating", c.run_id + "-mutate", meta), "webhooks": mutating}).code,
+    ]
+    # The real server picks new configurations up within a second or so: probe with dry runs.
+    deny, mutate = configmap(c, "cm-probe", {"hook": "deny"}), configmap(c, "cm-probe", {"hook": "mutate"})
+    dry = {"dryRun": "All"}
+    active = c.poll(lambda: c.call("POST", ns_path(c, CM), deny, params=dry).code == 403, 10) and c.poll(
+        lambda: "mutated" in c.call("POST", ns_path(c, CM), mutate, params=dry).body["metadata"].get("labels", {}), 10
+    )
+    c.state["hook"].taken()
+    return {"codes": codes, "active": active}
+
+
+def _config(kind: str, name: str, meta: Obj) -> Obj:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": f"{kind}WebhookConfiguration",
+        "metadata": {"name": name, **meta},
+    }
+
+
+@step("admission: the review of a CREATE")
+def review_create(c: Client) -> Record:
+    reply = c.call("POST", ns_path(c, CM), configmap(c, "cm-rev", {"hook": "review"}, k="v"))
+    return {"code": reply.code, "reviews": reviews(c)}
+
+
+@step("admission: the review of an UPDATE (a merge patch)")
+def review_update(c: Client) -> Record:
+    reply = merge(c, ns_path(c, CM, "cm-rev"), {"data": {"k": "v2"}})
+    return {"code": reply.code, "reviews": reviews(c)}
+
+
+@step("admission: the review of a dry-run UPDATE (PUT)")
+def review_dry_update(c: Client) -> Record:
+    current = c.get(ns_path(c, CM, "cm-rev")).body
+    current["data"] = {"k": "v3"}
+    reply = c.call("PUT", ns_path(c, CM, "cm-rev"), current, params={"dryRun": "All"})
+    return {"code": reply.code, "reviews": reviews(c)}
+
+
+@step("admission: the review of a DELETE")
+def review_delete(c: Client) -> Record:
+    reply = c.call("DELETE", ns_path(c, CM, "cm-rev"), {"propagationPolicy": "Background"})
+    return {"code": reply.code, "reviews": reviews(c)}
+
+
+@step("admission: the review of a pods/binding")
+def review_binding(c: Client) -> Record:
+    create(c, ns_path(c, "pods"), pod(c, "pod-hook"))
+    reviews(c)
+    reply = c.call("POST", ns_path(c, "pods", "pod-hook", "binding"), binding("pod-hook", c.state["node"]))
+    return {"code": reply.code, "reviews": reviews(c)}
+
+
+@step("admission: a denial (the webhook's code and message)")
+def review_denied(c: Client) -> Record:
+    reply = c.call("POST", ns_path(c, CM), configmap(c, "cm-denied", {"hook": "deny"}))
+    return {"reply": reply.record(), "reviews": reviews(c)}
+
+
+@step("admission: a mutation (JSONPatch applied before validation)")
+def review_mutated(c: Client) -> Record:
+    reply = c.call("POST", ns_path(c, CM), configmap(c, "cm-mutated", {"hook": "mutate"}))
+    return {"reply": reply.record(), "reviews": reviews(c)}
+
+
 # --- the end -------------------------------------------------------------------------------------------
 
 
@@ -877,8 +996,11 @@ def delete_namespace(c: Client) -> Record:
 def cleanup(c: Client) -> None:
     """Remove what a run made outside its namespace, and the namespace (whatever the steps did)."""
     selector = {"labelSelector": f"{LABEL}={c.run_id}"}
-    for path in (WEBHOOKS, f"/apis/{SCHED}/queues"):
+    for path in (WEBHOOKS, MUTATING, f"/apis/{SCHED}/queues"):
         c.call("DELETE", path, params=selector)
+    hook = c.state.pop("hook", None)
+    if hook is not None:
+        hook.close()
     c.call("DELETE", f"/api/v1/namespaces/{c.run_id}")
 
 

@@ -12,7 +12,16 @@ from typing import Any
 import msgspec
 
 from lahar.sim.admission import Attributes
-from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run, propagation_policy
+from lahar.sim.api import (
+    Api,
+    Query,
+    Reply,
+    Target,
+    check_preconditions,
+    is_dry_run,
+    propagation_policy,
+    request_options,
+)
 from lahar.sim.clock import iso
 from lahar.sim.errors import ApiError, bad_request, conflict, invalid, not_found, success_status
 from lahar.sim.objects import decode_json, int_option
@@ -44,6 +53,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
         raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
     if meta.get("namespace") and meta["namespace"] != t.namespace:
         raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    meta["namespace"] = t.namespace
     node = (binding.get("target") or {}).get("name") if isinstance(binding.get("target"), dict) else None
     if not name:
         raise invalid("Binding", "", "", [("metadata.name", "Required value")])
@@ -60,7 +70,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             binding,
             None,
             is_dry_run(query),
-            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            request_options("CreateOptions", is_dry_run(query)),
             ("", "v1", "Binding"),
         )
         await api.admission.mutate(attrs)
@@ -120,7 +130,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             eviction,
             None,
             is_dry_run(query),
-            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            request_options("CreateOptions", is_dry_run(query)),
             ("policy", "v1", "Eviction"),
         )
         await api.admission.validate(attrs)
