@@ -221,7 +221,7 @@ class Client:
         config = yaml.safe_load(Path(path).read_text())
         context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
         cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next((u["user"] for u in config.get("users") or [] if u["name"] == context.get("user")), {})
+        user: Obj = next((u["user"] for u in config.get("users") or [] if u["name"] == context.get("user")), {})
         ca = cluster.get("certificate-authority-data")
         ca_pem = base64.b64decode(ca).decode() if ca else None
         if ca_pem is None and cluster.get("certificate-authority"):

@@ -128,8 +128,12 @@ def custom_columns(rtype: ResourceType) -> tuple[list[Column], list[Callable[[Ob
         for c in cols
     ]
     cells: list[Callable[[Obj], Any]] = [lambda o: o["metadata"]["name"]]
-    cells += [lambda o, c=c: custom_cell(c, o) for c in cols]
+    cells += [_custom_getter(c) for c in cols]
     return defs, cells
+
+
+def _custom_getter(col: Obj) -> Callable[[Obj], Any]:
+    return lambda obj: custom_cell(col, obj)
 
 
 # --- built-in kinds -------------------------------------------------------------------------------------
@@ -225,7 +229,6 @@ def _nodes() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
         column("Kernel-Version", description="Kernel Version reported by the node.", priority=1),
         column("Container-Runtime", description="Container Runtime Version reported by the node.", priority=1),
     ]
-    info = lambda key: lambda o: (_status(o).get("nodeInfo") or {}).get(key) or ""  # noqa: E731
     cells: list[Callable[[Obj], Any]] = [
         lambda o: o["metadata"]["name"],
         _node_status,
@@ -239,6 +242,11 @@ def _nodes() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
         info("containerRuntimeVersion"),
     ]
     return defs, cells
+
+
+def info(key: str) -> Callable[[Obj], str]:
+    """A field of a node's status.nodeInfo."""
+    return lambda obj: str((_status(obj).get("nodeInfo") or {}).get(key) or "")
 
 
 def _node_status(obj: Obj) -> str:
