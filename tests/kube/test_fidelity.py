@@ -1,7 +1,7 @@
-"""Emulator fidelity, measured: the scripted sequence of lahar.sim.fidelity_steps on the emulator
+"""Emulator fidelity, measured: the scripted sequence of lahar.sim.fidelity.sequence on the emulator
 and on kube-apiserver 1.34 (with its controller manager), step by step.  Every step must answer
 the same (codes, errors, object shapes; not uids, timestamps or resourceVersions) or differ only
-as lahar.sim.fidelity_known lists, with its reason; an entry that no longer matches is stale."""
+as lahar.sim.fidelity.known lists, with its reason; an entry that no longer matches is stale."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import time
 
 from lahar.kube.control_plane import ControlPlane
 from lahar.sim import Emulator, SimConfig
-from lahar.sim.fidelity import Client, report_lines, stale
-from lahar.sim.fidelity_known import KNOWN
-from lahar.sim.fidelity_steps import STEPS, run
+from lahar.sim.fidelity.client import Client
+from lahar.sim.fidelity.compare import report_lines, stale
+from lahar.sim.fidelity.known import KNOWN
+from lahar.sim.fidelity.sequence import STEPS, run
 
 NODES = "3:cpu=8,memory=32Gi,pods=110"  # the nodes of the kube_control_plane fixture
 

@@ -3,9 +3,9 @@ and how the allow-list judges them (the runs themselves are in tests/kube/test_f
 
 from __future__ import annotations
 
-from lahar.sim.fidelity import Known, Verdict, diff, judge, normalize, stale
-from lahar.sim.fidelity_known import KNOWN
-from lahar.sim.fidelity_steps import STEPS
+from lahar.sim.fidelity.compare import Known, Verdict, diff, judge, normalize, stale
+from lahar.sim.fidelity.known import KNOWN
+from lahar.sim.fidelity.sequence import STEPS
 
 
 def test_volatile_values_and_run_names_are_normalised() -> None:
@@ -62,6 +62,7 @@ def test_judge_sorts_known_and_new_differences_and_finds_stale_entries() -> None
 def test_every_allow_list_entry_names_a_step_and_gives_a_reason() -> None:
     names = [name for name, _ in STEPS]
     assert len(names) == len(set(names)), "step names must be unique"
+    assert names[0] == "namespace: create" and names[-1] == "namespace: delete"
     for entry in KNOWN:
         assert entry.step in names, entry.step
         assert entry.paths and len(entry.reason) > 20

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lahar.sim import Emulator, SimConfig
-    from lahar.sim.fidelity import Client
+    from lahar.sim.fidelity.client import Client
 
     with Emulator(SimConfig(nodes=[NODES], start_delay=0.05)) as sim:
         emulator = Client("emulator", sim.url)
@@ -48,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(emulator: Any, kube: Any) -> int:
-    from lahar.sim.fidelity import report_lines, stale
-    from lahar.sim.fidelity_known import KNOWN
-    from lahar.sim.fidelity_steps import run as run_steps
+    from lahar.sim.fidelity.compare import report_lines, stale
+    from lahar.sim.fidelity.known import KNOWN
+    from lahar.sim.fidelity.sequence import run as run_steps
 
     started = time.monotonic()
     try:

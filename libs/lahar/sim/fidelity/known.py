@@ -1,6 +1,6 @@
 """Differences between the emulator and kube-apiserver that we accept, each with its reason.
 
-Every entry names a step of ``fidelity_steps.STEPS`` and the paths of its record that differ
+Every entry names a step of ``sequence.STEPS`` and the paths of its record that differ
 (fnmatch patterns).  tests/kube/test_fidelity.py fails on any difference not listed here and on
 any entry that no longer matches a difference (the emulator was fixed: remove the entry).  The
 same reasons are in the emulator's README, section "What it does not emulate".
@@ -8,7 +8,7 @@ same reasons are in the emulator's README, section "What it does not emulate".
 
 from __future__ import annotations
 
-from lahar.sim.fidelity import Known
+from lahar.sim.fidelity.compare import Known
 
 KNOWN: list[Known] = [
     Known(
