@@ -241,12 +241,7 @@ class Api:
         if name:
             entry = objects.get(name)
             if entry is None:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" '
-                    f"is forbidden: no PriorityClass with name {name} was found",
-                )
+                raise forbidden_pod(obj, f"no PriorityClass with name {name} was found")
             pc = entry.obj
         else:
             pc = next((e.obj for e in objects.values() if e.obj.get("globalDefault")), None)
@@ -254,11 +249,10 @@ class Api:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = pc.get("value", 0) if pc is not None else 0
         if "priority" in spec and spec["priority"] != value:
-            raise ApiError(
-                403,
-                "Forbidden",
-                "the integer value of priority must not be provided in pod spec; "
-                "priority admission controller computed the value from the given PriorityClass name",
+            raise forbidden_pod(
+                obj,
+                f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name",
             )
         spec["priority"] = value
         spec.setdefault("preemptionPolicy", (pc or {}).get("preemptionPolicy", "PreemptLowerPriority"))
@@ -720,6 +714,12 @@ def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None
             f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
             f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
         )
+
+
+def forbidden_pod(pod: Obj, why: str) -> ApiError:
+    """403 from a built-in admission plugin, worded as the server's NewForbidden."""
+    name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+    return ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {why}', {"name": name, "kind": "pods"})
 
 
 def check_list_options(query: Query) -> None:

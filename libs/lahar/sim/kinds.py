@@ -132,12 +132,21 @@ def validate_event_v1(obj: Obj) -> Causes:
     return causes
 
 
+def default_core_event(obj: Obj) -> None:
+    """Fields of a core/v1 Event the Go type always serialises (no omitempty)."""
+    for field in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        obj.setdefault(field, None)
+    for field in ("reportingComponent", "reportingInstance"):
+        obj.setdefault(field, "")
+
+
 _SERVICES = ("", "services")
 _SECRETS = ("", "secrets")
 PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
     _SERVICES: default_service,
     _SECRETS: normalize_secret,
     ("", "persistentvolumeclaims"): prepare_pvc_create,
+    ("", "events"): default_core_event,
 }
 VALIDATE: dict[tuple[str, str], Callable[[Obj], Causes]] = {("events.k8s.io", "events"): validate_event_v1}
 PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {

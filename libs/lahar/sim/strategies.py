@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from lahar.api.podresources import pod_resource_causes
+from lahar.api.quantity import QuantityError, canonical_text
 from lahar.sim.clock import iso
 from lahar.sim.objects import generated_name
 from lahar.sim.resources import ResourceType
@@ -97,6 +98,28 @@ def default_pod_spec(spec: Obj) -> None:
             container.setdefault("terminationMessagePolicy", "File")
             container.setdefault("imagePullPolicy", image_pull_policy(container.get("image")))
             container.setdefault("resources", {})
+            canonical_resources(container["resources"])
+    if isinstance(spec.get("overhead"), dict):
+        spec["overhead"] = _canonical_map(spec["overhead"])
+
+
+def canonical_resources(resources: Any) -> None:
+    """Requests and limits as the server stores them (``1000m`` → ``1``); a bad one is left for validation."""
+    if not isinstance(resources, dict):
+        return
+    for key in ("requests", "limits"):
+        if isinstance(resources.get(key), dict):
+            resources[key] = _canonical_map(resources[key])
+
+
+def _canonical_map(quantities: Obj) -> Obj:
+    out = {}
+    for name, text in quantities.items():
+        try:
+            out[name] = canonical_text(text) if isinstance(text, str | int | float) else text
+        except QuantityError:
+            out[name] = text
+    return out
 
 
 def image_pull_policy(image: Any) -> str:

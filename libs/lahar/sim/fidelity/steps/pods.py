@@ -96,6 +96,67 @@ def pod_status(c: Client) -> Record:
     }
 
 
+@step("pod: quantities in their canonical form")
+def pod_quantities(c: Client) -> Record:
+    obj = pod(c, "pod-q")
+    obj["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1000m", "memory": "1024Mi", "ephemeral-storage": "0.5Gi"},
+        "limits": {"cpu": "1.5", "memory": "1073741824"},
+    }
+    reply = c.call("POST", ns_path(c, "pods"), obj)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    return {"code": reply.code, "resources": body.get("spec", {}).get("containers", [{}])[0].get("resources")}
+
+
+@step("pod: priority from its PriorityClass; an unknown class (403)")
+def pod_priority(c: Client) -> Record:
+    known = pod(c, "pod-pc")
+    known["spec"]["priorityClassName"] = "system-cluster-critical"
+    made = c.call("POST", ns_path(c, "pods"), known)
+    unknown = pod(c, "pod-nopc")
+    unknown["spec"]["priorityClassName"] = "no-such-class"
+    forced = pod(c, "pod-forced")
+    forced["spec"]["priority"] = 7
+    spec = made.body.get("spec", {}) if isinstance(made.body, dict) else {}
+    return {
+        "code": made.code,
+        "priority": spec.get("priority"),
+        "preemptionPolicy": spec.get("preemptionPolicy"),
+        "unknown": c.call("POST", ns_path(c, "pods"), unknown).record(),
+        "forced": c.call("POST", ns_path(c, "pods"), forced).record(),
+    }
+
+
+@step("pod: a watch on spec.nodeName= sees a binding as DELETED")
+def pod_watch_binding(c: Client) -> Record:
+    rv = c.get(ns_path(c, "pods"), fieldSelector="spec.nodeName=").body["metadata"]["resourceVersion"]
+    create(c, ns_path(c, "pods"), pod(c, "pod-w"))
+    c.call("POST", ns_path(c, "pods", "pod-w", "binding"), binding("pod-w", c.state["node"]))
+    params = {"resourceVersion": rv, "fieldSelector": "spec.nodeName=,metadata.name=pod-w"}
+    result = c.watch(ns_path(c, "pods"), params, lambda ev: len(ev) >= 2)
+    events = [
+        {"type": e.get("type"), "nodeName": (e.get("object") or {}).get("spec", {}).get("nodeName")}
+        for e in result.get("events", [])
+    ]
+    return {"code": result.get("code"), "events": events}
+
+
+@step("event: a core/v1 Event (defaults)")
+def core_event(c: Client) -> Record:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "ev-a"},
+        "involvedObject": {"kind": "Pod", "name": "pod-nt", "namespace": c.run_id, "apiVersion": "v1"},
+        "reason": "Checked",
+        "message": "fidelity",
+        "type": "Normal",
+        "source": {"component": "lahar-fidelity"},
+        "count": 1,
+    }
+    return c.call("POST", ns_path(c, "events"), obj).record()
+
+
 @step("pod: eviction (201)")
 def pod_evict(c: Client) -> Record:
     create(c, ns_path(c, "pods"), pod(c, "pod-ev", node=c.state["node"]))
