@@ -256,14 +256,25 @@ def prepare_node_create(obj: Obj) -> None:
         now = iso()
         status["conditions"] = [
             {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status (simulated)",
+                "type": ctype,
+                "status": value,
                 "lastHeartbeatTime": now,
                 "lastTransitionTime": now,
+                "reason": reason,
+                "message": message,
             }
+            for ctype, value, reason, message in _NODE_CONDITIONS
         ]
+
+
+# What a healthy kubelet (and KWOK) reports; the network condition is a route controller's.
+_NODE_CONDITIONS = (
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status (simulated)"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
+)
 
 
 def prepare_namespace_create(obj: Obj) -> None:

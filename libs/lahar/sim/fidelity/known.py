@@ -26,4 +26,10 @@ KNOWN: list[Known] = [
         ("causes[[]0[]].message",),
         "the server appends a diff of its internal Go struct to this message; the emulator gives the first line",
     ),
+    Known(
+        "pod: status once running (simulated kubelet vs KWOK)",
+        ("conditions.PodReadyToStartContainers", "containers[[]0[]].started", "fields.hostIPs"),
+        "not the API server but the simulated kubelets: the emulator's reports what kubelet 1.34 does "
+        "(PodReadyToStartContainers, containerStatuses[].started, hostIPs), KWOK 0.7 does not",
+    ),
 ]

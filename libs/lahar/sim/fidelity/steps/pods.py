@@ -157,6 +157,53 @@ def core_event(c: Client) -> Record:
     return c.call("POST", ns_path(c, "events"), obj).record()
 
 
+@step("pod: status once running (simulated kubelet vs KWOK)")
+def pod_running(c: Client) -> Record:
+    create(c, ns_path(c, "pods"), pod(c, "pod-run", node=c.state["node"]))
+    path = ns_path(c, "pods", "pod-run")
+    running = c.poll(lambda: c.get(path).body.get("status", {}).get("phase") == "Running", 15)
+    status = c.get(path).body.get("status", {})
+    conditions = {x["type"]: x["status"] for x in status.get("conditions", [])}
+    containers = [
+        {
+            "name": x.get("name"),
+            "ready": x.get("ready"),
+            "started": x.get("started"),
+            "state": sorted(x.get("state", {})),
+        }
+        for x in status.get("containerStatuses", [])
+    ]
+    present = dict.fromkeys(sorted(status), True)  # which status fields are there
+    return {"running": running, "fields": present, "conditions": conditions, "containers": containers}
+
+
+@step("pod: a status update with a stale resourceVersion (409)")
+def pod_status_stale(c: Client) -> Record:
+    path = ns_path(c, "pods", "pod-nt")
+    current = c.get(path).body
+    stale = current["metadata"]["resourceVersion"]
+    merge(c, path + "/status", {"status": {"message": "first"}})
+    current["status"]["message"] = "second"
+    current["metadata"]["resourceVersion"] = stale
+    return c.call("PUT", path + "/status", current).record()
+
+
+@step("node: what the scheduler reads of a node")
+def node_fields(c: Client) -> Record:
+    node = c.get(f"/api/v1/nodes/{c.state['node']}").body
+    status = node.get("status", {})
+    labels = node["metadata"].get("labels", {})
+    return {
+        "labels": sorted(k for k in labels if k != "type"),  # "type: kwok" marks lahar kube's nodes
+        "taints": node.get("spec", {}).get("taints"),
+        "unschedulable": node.get("spec", {}).get("unschedulable"),
+        "allocatable": status.get("allocatable"),
+        "capacity": status.get("capacity"),
+        "conditions": {x["type"]: x["status"] for x in status.get("conditions", [])},
+        "addresses": sorted(a.get("type") for a in status.get("addresses", [])),
+    }
+
+
 @step("pod: eviction (201)")
 def pod_evict(c: Client) -> Record:
     create(c, ns_path(c, "pods"), pod(c, "pod-ev", node=c.state["node"]))
