@@ -184,15 +184,16 @@ def test_delete_collection(core: client.CoreV1Api, ns: str) -> None:
     for i in range(3):
         core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}", "labels": {"keep": str(i == 0).lower()}}})
     core.delete_collection_namespaced_config_map(ns, label_selector="keep=false")
-    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c0"]
+    # kube-root-ca.crt: every namespace has it, as on a real cluster
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c0", "kube-root-ca.crt"]
 
 
 def test_list_pagination(core: client.CoreV1Api, ns: str) -> None:
     for i in range(5):
-        core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}"}})
-    first = core.list_namespaced_config_map(ns, limit=2)
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}", "labels": {"page": "yes"}}})
+    first = core.list_namespaced_config_map(ns, limit=2, label_selector="page")
     assert [c.metadata.name for c in first.items] == ["c0", "c1"] and first.metadata._continue
-    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue)
+    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue, label_selector="page")
     assert [c.metadata.name for c in rest.items] == ["c2", "c3", "c4"] and not rest.metadata._continue
 
 

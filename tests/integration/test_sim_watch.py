@@ -117,11 +117,16 @@ def test_bookmarks(sim, ns: str) -> None:
 
 
 def test_initial_events_end_bookmark(sim, core: client.CoreV1Api, ns: str) -> None:
-    core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "x", "labels": {"w": "1"}}})
     events = raw_watch(
         sim.url,
         f"/api/v1/namespaces/{ns}/configmaps",
-        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "labelSelector": "w",  # not the namespace's kube-root-ca.crt
+        },
         until=2,
     )
     assert events[0]["type"] == "ADDED"

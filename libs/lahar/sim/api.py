@@ -38,6 +38,7 @@ from lahar.sim.gc import POLICIES, GarbageCollector, deletion_finalizer
 from lahar.sim.objects import decode_json, decode_object, generated_name, int_option, new_uid, spec_part
 from lahar.sim.patch import apply_patch, check_patch_type
 from lahar.sim.resources import Registry, ResourceType, builtin_types
+from lahar.sim.rootca import RootCAPublisher
 from lahar.sim.selectors import Predicate, field_matcher, label_matcher
 from lahar.sim.store import DELETED, Entry, Event, Store, Table, object_key
 
@@ -73,6 +74,7 @@ class Api:
         self.admission = Admission(self.store, webhook_services, self.namespace_labels)
         self.store.listeners.append(self._on_crd_event)
         self.gc = GarbageCollector(self)
+        self.root_ca = RootCAPublisher(self)
 
     def rtype(self, group: str, plural: str) -> ResourceType:
         rtype = self.registry.by_resource.get((group, plural))
@@ -204,7 +206,17 @@ class Api:
             raise already_exists(rtype.plural, rtype.group, meta["name"])
         if dry_run:
             return 201, _encode(obj)
-        return 201, self.store.put(table, obj, None).raw
+        raw = self.store.put(table, obj, None).raw
+        if rtype.key == _NAMESPACES:
+            self.root_ca.publish(meta["name"])
+        return 201, raw
+
+    def seed_object(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """Create at once, without webhooks: what the emulator's own controllers write."""
+        drop_empty(rtype, obj)
+        self._defaults(rtype, obj)
+        self._before_create(rtype, obj)
+        return self.store.put(self.table(rtype), obj, None).obj
 
     def _place(self, t: Target, meta: Obj) -> None:
         """Put the URL's namespace in the object (or refuse a different one)."""

@@ -12,11 +12,6 @@ from lahar.sim.fidelity.compare import Known
 
 KNOWN: list[Known] = [
     Known(
-        "list: every configmap of the namespace",
-        ("names[[]*[]]",),
-        "no root CA publisher: kube-controller-manager puts a kube-root-ca.crt ConfigMap in every namespace",
-    ),
-    Known(
         "patch: apply (server-side apply)",
         ("code", "body.*"),
         "no server-side apply (no managedFields to merge by): application/apply-patch+yaml gets 415",
