@@ -214,7 +214,9 @@ async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, outcome: O
         await kube.close()
 
 
-async def _drive_with(scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome) -> None:
+async def _drive_with(
+    scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome
+) -> None:
     async with Monitor(kube) as monitor:
         load = Load(kube, gang=shape.gang, cpu=str(shape.pod_cpu), rate=shape.rate, run_seconds=shape.run_seconds)
         env = Env(stack, kube, monitor, load, shape)
@@ -243,7 +245,9 @@ def _gang_of(key: str, group: str) -> str:
 def orphans(env: Env) -> set[str]:
     """Submitted pods whose PodGroup does not exist (its create was refused): they cannot run."""
     led = env.monitor.ledger
-    return {k for k in env.load.submitted if k in led.pods and _gang_of(k, led.pods[k].group) not in led.min_member}
+    return {
+        k for k in env.load.submitted if k in led.pods and _gang_of(k, led.pods[k].group) not in led.min_member
+    }
 
 
 async def _settle(env: Env) -> None:

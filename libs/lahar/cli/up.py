@@ -30,7 +30,9 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=float, default=1.0, help="seconds between scheduling sessions")
     p.add_argument("--conf", help="a volcano-scheduler.conf for the scheduler")
     p.add_argument("--no-admission", action="store_true", help="do not run the admission webhook")
-    p.add_argument("--replicas", type=int, default=1, help="replicas of cache, controller, scheduler (one leads)")
+    p.add_argument(
+        "--replicas", type=int, default=1, help="replicas of cache, controller, scheduler (one leads)"
+    )
     p.add_argument("--leader-ttl", type=float, default=2.0, help="seconds a leader's lease lasts without renewal")
 
 
