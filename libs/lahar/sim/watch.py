@@ -73,7 +73,12 @@ def bookmark(api: Api, t: Target, initial_end: bool = False) -> bytes:
     if initial_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
     obj = {"kind": t.rtype.kind, "apiVersion": t.rtype.api_version, "metadata": meta}
+    obj.update(_BOOKMARK_BODY.get(t.rtype.key, {}))
     return b'{"type":"BOOKMARK","object":' + _encode(obj) + b"}\n"
+
+
+# A bookmark is an empty object of the watched type: what the Go type serialises when empty.
+_BOOKMARK_BODY: dict[tuple[str, str], Obj] = {("", "pods"): {"spec": {"containers": None}, "status": {}}}
 
 
 def watch_timeout(query: Query) -> float:

@@ -140,6 +140,18 @@ def watch_initial_events(c: Client) -> Record:
     return watch_summary(result)
 
 
+@step("watch: the bookmark of a pod watch")
+def watch_pod_bookmark(c: Client) -> Record:
+    params = {
+        "sendInitialEvents": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "fieldSelector": "metadata.name=no-such-pod",
+    }
+    result = c.watch(ns_path(c, "pods"), params, lambda ev: any(e.get("type") == "BOOKMARK" for e in ev))
+    return watch_summary(result)
+
+
 @step("watch: a too old resourceVersion (410 Expired)")
 def watch_too_old(c: Client) -> Record:
     # Queues: their watch cache began when their CRD was made, well after resourceVersion 1.
