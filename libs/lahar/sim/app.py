@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from lahar.sim import pods, resources, tables, watch
+from lahar.sim import openapi, pods, resources, tables, watch
 from lahar.sim.api import Api, Target
 from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed, no_such_resource, not_found
 from lahar.sim.faults import Faults, FaultSpecError
@@ -89,6 +89,8 @@ class App:
         path = path.rstrip("/") or "/"
         if path == "/version":
             return 200, _encode(resources.VERSION_INFO), []
+        if path.startswith("/openapi/") and method == "GET":
+            return 200, _encode(self._openapi(path)), []
         if path in ("/healthz", "/readyz", "/livez"):
             return 200, b"ok", [(b"content-type", b"text/plain")]
         if path == ADMIN:
@@ -96,6 +98,23 @@ class App:
                 self._set_faults(body)
             return 200, _encode(self.faults.to_json()), []
         raise no_such_resource()
+
+    def _openapi(self, path: str) -> Any:
+        registry = self.api.registry
+        if path == "/openapi/v2":
+            return openapi.swagger_v2()
+        if path == "/openapi/v3":
+            return openapi.root(registry)
+        parts = path.split("/")[3:]  # after /openapi/v3/
+        if len(parts) == 2 and parts[0] == "api":
+            doc = openapi.group_version(registry, "", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = openapi.group_version(registry, parts[1], parts[2])
+        else:
+            doc = None
+        if doc is None:
+            raise no_such_resource()
+        return doc
 
     def _set_faults(self, body: bytes) -> None:
         try:
