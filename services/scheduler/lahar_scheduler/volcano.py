@@ -179,7 +179,7 @@ class VolcanoMetrics:
         for uid in [uid for uid in times if uid not in jobs]:
             del times[uid]  # the job is gone: so are its series
         for uid, job in jobs.items():
-            if uid not in times and job.podgroup is not None:
+            if uid not in times and job.creation:
                 times[uid] = JobTimes(job.name, job.namespace, job.queue, parse_time(job.creation))
         placed = {task.job for task, _node in result.binds} | {
             job for job, d in result.decisions.items() if d.chosen and job in times

@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from lahar.service.metrics import ServiceMetrics
+
+# Volcano's queue controller gauges: status counter -> series
+PHASES = ("inqueue", "pending", "running", "unknown", "completed")
+PODGROUP_COUNTS = {phase: f"volcano_queue_pod_group_{phase}_count" for phase in PHASES}
+QueueCounts = Mapping[str, Mapping[str, int]]  # queue -> status counter -> PodGroups
+
+
+class PodGroupCounts(Collector):
+    """Each queue's PodGroups by phase, read from the leader's world at scrape time: a deleted
+    queue has no series, and a standby (``source`` None) exports none."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], QueueCounts] | None = None
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return [GaugeMetricFamily(name, _help(phase)) for phase, name in PODGROUP_COUNTS.items()]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self.source() if self.source is not None else {}
+        for phase, name in PODGROUP_COUNTS.items():
+            family = GaugeMetricFamily(name, _help(phase), labels=["queue_name"])
+            for queue, by_phase in sorted(counts.items()):
+                family.add_metric([queue], float(by_phase.get(phase, 0)))
+            yield family
+
+
+def _help(phase: str) -> str:
+    return f"The number of {phase.capitalize()} PodGroup in this queue"
 
 
 class Metrics(ServiceMetrics):
@@ -35,3 +67,5 @@ class Metrics(ServiceMetrics):
         self.waiting = Gauge(
             "lahar_controller_pending_keys", "Keys with work waiting", ["controller"], registry=registry
         )
+        self.podgroup_counts = PodGroupCounts()
+        registry.register(self.podgroup_counts)
