@@ -78,7 +78,7 @@ class VolcanoMetrics:
         ms = "milliseconds"
         self.e2e = Histogram(
             "volcano_e2e_scheduling_latency_milliseconds",
-            "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
+            "Duration of a single scheduling session in milliseconds, from session open through the actions to close",
             buckets=exponential_range(1, 5000, 20),
             registry=registry,
         )
