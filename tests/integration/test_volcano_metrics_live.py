@@ -211,3 +211,48 @@ async def test_documented_and_dashboard_series_are_scraped_from_a_running_stack(
             pg = scraped["controller"]["volcano_queue_pod_group_running_count"]
             assert {"research"} <= {s["queue_name"] for s in pg}
     await kube.close()
+
+
+async def test_idle_sessions_are_counted_and_make_no_span(
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+) -> None:
+    """Sessions that decide nothing leave no ``scheduler.session`` span, only a count; the session
+    that places a gang has its span, with the job's span under it."""
+    from lahar.adapters.otel import load_traces
+
+    traces = str(tmp_path / "traces.jsonl")
+    kube = kube_for(sim.url)
+    ns = f"idle-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, traces, nats_ca=nats_ca) as s:
+        await create(kube, "queues", "", queue("default"))
+        await s.cache()
+        scheduler = await s.scheduler(period=0.05)
+        await s.binder()
+        registry = scheduler.service.metrics.registry
+
+        def idle() -> float:
+            return float(registry.get_sample_value("lahar_scheduler_idle_sessions_total") or 0)
+
+        def sessions() -> list[dict[str, Any]]:
+            return [x for x in load_traces(traces) if x["name"] == "scheduler.session"]
+
+        # Once the statuses of whatever the cluster already holds are written, sessions go idle.
+        await poll(lambda: idle() >= 10, timeout=10.0)
+        before, idle_before = len(sessions()), idle()
+        await poll(lambda: idle() >= idle_before + 10, timeout=10.0)
+        assert len(sessions()) == before, "idle sessions made spans"
+
+        await create(kube, "podgroups", ns, podgroup(ns, "pg", 2, "default"))
+        for i in range(2):
+            await create(kube, "pods", ns, pod(ns, f"p-{i}", "pg", {"cpu": "1", "memory": "1Gi"}))
+
+        def placing_span() -> Any:
+            return next((x for x in sessions()[before:] if x["attributes"].get("lahar.binds") == 2), None)
+
+        span = await poll(placing_span, timeout=10.0)
+        jobs = [
+            x for x in load_traces(traces) if x["name"] == "scheduler.job" and x["parent_span_id"] == span["span_id"]
+        ]
+        assert [j["attributes"]["lahar.job"] for j in jobs] == [f"{ns}/pg"]
+        assert span["start"] <= jobs[0]["start"] <= jobs[0]["end"] <= span["end"]
+    await kube.close()
