@@ -253,6 +253,7 @@ async def test_idle_sessions_are_counted_and_make_no_span(
         jobs = [
             x for x in load_traces(traces) if x["name"] == "scheduler.job" and x["parent_span_id"] == span["span_id"]
         ]
-        assert [j["attributes"]["lahar.job"] for j in jobs] == [f"{ns}/pg"]
-        assert span["start"] <= jobs[0]["start"] <= jobs[0]["end"] <= span["end"]
+        mine = [j for j in jobs if j["attributes"]["lahar.job"] == f"{ns}/pg"]  # others' jobs may wait too
+        assert len(mine) == 1
+        assert span["start"] <= mine[0]["start"] <= mine[0]["end"] <= span["end"]
     await kube.close()
