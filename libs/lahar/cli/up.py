@@ -11,15 +11,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lahar.cli._help import DefaultsHelp
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("up", help="start infra, the emulator and every service; Ctrl-C stops all")
+    p = sub.add_parser(
+        "up",
+        help="start infra, the emulator and every service; Ctrl-C stops all",
+        formatter_class=DefaultsHelp,
+    )
     add_stack_options(p)
     p.set_defaults(handler=run)
 
 
 def add_stack_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go")
+    p.add_argument(
+        "--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go (relative: to this folder)"
+    )
     p.add_argument("--kubeconfig", help="use this cluster instead of starting the emulator")
     p.add_argument(
         "--control-plane",
