@@ -19,6 +19,7 @@ from evict_builders import res
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from test_preempt import HIGH, LOW, NOT_PREEMPTABLE, PREEMPTABLE, preempt_conf
+from test_reclaim import DEFAULT, LEVELS, reclaim_conf
 
 from builders import make_conf, node, pod, podgroup, queue, run, snapshot
 from lahar.api.resource import Resource
@@ -151,6 +152,32 @@ def test_preemption_attempts_and_victims() -> None:
         result = run_session(snapshot(objs), preempt_conf(topology))
         assert [t.key for t, _ in result.evictions] == ["c1/preemptee1"]
         assert (result.stats.preemption_attempts, result.stats.preemption_victims) == (1, 1)
+        assert result.stats.eviction_transactions == {"preempt": 1}  # pg2's statement, committed
+
+
+def test_reclaim_counts_its_evicting_commit() -> None:
+    """q1 holds all 3 cpu, q2's preemptor reclaims preemptee2 (the only preemptable task): one
+    committed statement that evicts."""
+    objs = [
+        *LEVELS,
+        equeue("q1"),
+        equeue("q2"),
+        enode("n1", "3", "3Gi"),
+        epodgroup("pg1", "q1", 1, priority_class="low-priority"),
+        epodgroup("pg2", "q2", 1, priority_class="high-priority"),
+        epod("preemptee1", "pg1", res("1", "1G"), "n1", labels=NOT_PREEMPTABLE),
+        epod("preemptee2", "pg1", res("1", "1G"), "n1", labels=PREEMPTABLE),
+        epod("preemptee3", "pg1", res("1", "1G"), "n1", labels=NOT_PREEMPTABLE),
+        epod("preemptor1", "pg2", res("1", "1G")),
+    ]
+    result = run_session(snapshot(objs), reclaim_conf(*DEFAULT))
+    assert [t.key for t, _ in result.evictions] == ["c1/preemptee2"]
+    assert result.stats.eviction_transactions == {"reclaim": 1}
+    registry = CollectorRegistry()
+    VolcanoMetrics(registry).session(result, {}, 0.0, now=0.0)
+    got = scrape(registry)
+    assert got[("volcano_eviction_transactions_total", (("action", "reclaim"),))] == 1
+    assert got[("volcano_eviction_transactions_total", (("action", "preempt"),))] == 0
 
 
 def test_timings_come_from_the_callers_clock_and_change_nothing() -> None:

@@ -22,6 +22,7 @@ from lahar_scheduler.volcano_series import GAUGES, JobTimes, Sample, job_time_sa
 
 # Task stages of volcano_task_scheduling_latency_milliseconds (Volcano's names)
 WATCHED, ASSUMED, BOUND = "Watched", "Assumed", "Bound"
+EVICTING_ACTIONS = ("preempt", "reclaim", "gangpreempt", "gangreclaim")
 COUNTERS = {
     "volcano_total_preemption_attempts": "Total preemption attempts in the cluster till now (a counter)",
     "volcano_job_retry_counts": "Number of retry counts for one job (a counter)",
@@ -139,6 +140,14 @@ class VolcanoMetrics:
         )
         for result in ("scheduled", "unschedulable", "error"):
             self.attempts.labels(result)
+        self.evictions = Counter(
+            "volcano_eviction_transactions",
+            "Total number of committed eviction transactions, by action",
+            ["action"],
+            registry=registry,
+        )
+        for action in ("preempt", "reclaim"):  # the evicting actions Lahar has
+            self.evictions.labels(action)
         self.preemption_victims = Gauge(
             "volcano_pod_preemption_victims", "Number of selected preemption victims", registry=registry
         )
@@ -164,6 +173,9 @@ class VolcanoMetrics:
         if stats.preemption_victims is not None:
             self.preemption_victims.set(stats.preemption_victims)
         self.gauges.preemption_attempts += stats.preemption_attempts
+        for action, commits in stats.eviction_transactions.items():
+            if action in EVICTING_ACTIONS:  # Volcano bounds the label to these
+                self.evictions.labels(action).inc(commits)
         for task, _node in result.binds:
             self.task_stage(ASSUMED, task, now)
         self._job_times(result, jobs, now)

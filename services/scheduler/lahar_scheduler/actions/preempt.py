@@ -149,6 +149,7 @@ class PreemptAction(Action):
             if ssn.job_pipelined(job):
                 if stmt.has_evictions():
                     ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
+                    ssn.result.stats.evicting_commit("preempt")
                 stmt.commit()
             else:
                 stmt.discard()
@@ -163,6 +164,8 @@ class PreemptAction(Action):
             if not self.preempt(ssn, stmt, preemptor, same_job_filter(preemptor)):
                 stmt.discard()
                 return
+            if stmt.has_evictions():
+                ssn.result.stats.evicting_commit("preempt")
             stmt.commit()
 
     def _note_starving(self, ssn: Session, job: JobInfo) -> None:

@@ -51,10 +51,15 @@ class SessionStats:
     namespace_shares: dict[str, float] = field(default_factory=dict)
     unschedulable_jobs: int | None = None  # None: gang is not configured
     preemption_attempts: int = 0
+    # Committed statements that evicted, by action (Volcano's eviction_transactions_total)
+    eviction_transactions: dict[str, int] = field(default_factory=dict)
     preemption_victims: int | None = None  # the last candidate node's victim count, as Volcano
     open_seconds: float | None = None  # None: no stopwatch
     plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (plugin, OnSession*)
     action_seconds: dict[str, float] = field(default_factory=dict)
+
+    def evicting_commit(self, action: str) -> None:
+        self.eviction_transactions[action] = self.eviction_transactions.get(action, 0) + 1
 
     def job(self, uid: str, name: str, namespace: str, queue: str) -> JobNumbers:
         got = self.jobs.get(uid)
