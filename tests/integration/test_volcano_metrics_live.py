@@ -101,6 +101,27 @@ def pod(ns: str, name: str, group: str, requests: dict[str, str], gpu: bool = Fa
     }
 
 
+def volcano_job(ns: str, name: str, exit_code: str) -> dict[str, Any]:
+    annotations = {"sim.lahar.io/run-seconds": "0.2", "sim.lahar.io/exit-code": exit_code}
+    template = {
+        "metadata": {"annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": 1,
+            "tasks": [{"name": "t", "replicas": 1, "template": template}],
+        },
+    }
+
+
 async def create(kube: KubeClient, kind: str, ns: str, obj: dict[str, Any]) -> None:
     with contextlib.suppress(Conflict):
         await kube.create(kind, ns, obj)
@@ -116,6 +137,9 @@ async def populate(kube: KubeClient, ns: str) -> None:
     await create(kube, "pods", ns, pod(ns, "gpu-0", "gpu", {"cpu": "1", "memory": "1Gi", GPU: "1"}, gpu=True))
     # Admitted (Inqueue) but with no pod yet: its GPU stays reserved in the queue (inqueue series).
     await create(kube, "podgroups", ns, podgroup(ns, "reserve", 1, "research", {"cpu": "1", GPU: "1"}))
+    # Volcano Jobs (the controller's): one that completes, one whose only pod fails.
+    await create(kube, "jobs", ns, volcano_job(ns, "done", "0"))
+    await create(kube, "jobs", ns, volcano_job(ns, "broken", "1"))
     await create(kube, "podgroups", ns, podgroup(ns, "huge", 3, "default"))
     for i in range(3):
         await create(kube, "pods", ns, pod(ns, f"huge-{i}", "huge", {"cpu": "40", "memory": "1Gi"}))
@@ -201,7 +225,7 @@ async def test_documented_and_dashboard_series_are_scraped_from_a_running_stack(
                 return not missing_rows(scraped) and not missing_queries(scraped)
 
             with contextlib.suppress(AssertionError):
-                await poll(complete, timeout=20.0, interval=0.3)
+                await poll(complete, timeout=30.0, interval=0.3)
             assert missing_rows(scraped) == []
             assert missing_queries(scraped) == []
             # Standbys export no queue gauges: only one scheduler and one controller run here, and

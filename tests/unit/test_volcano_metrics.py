@@ -23,7 +23,7 @@ from test_reclaim import DEFAULT, LEVELS, reclaim_conf
 
 from builders import make_conf, node, pod, podgroup, queue, run, snapshot
 from lahar.api.resource import Resource
-from lahar_controller.shell.metrics import PodGroupCounts
+from lahar_controller.shell.metrics import JobPhaseCounts, PodGroupCounts
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.session import SessionResult
 from lahar_scheduler.framework.stats import QueueNumbers, SessionStats
@@ -329,3 +329,18 @@ def test_infinite_capability_is_exported_as_inf() -> None:
     metrics = VolcanoMetrics(registry)
     metrics.session(SessionResult(stats=stats), {}, 0.0, now=0.0)
     assert scrape(registry)[("volcano_queue_capacity_memory_bytes", (("queue_name", "q"),))] == math.inf
+
+
+def test_controller_job_phase_counts_exact_names_and_only_final_phases() -> None:
+    registry = CollectorRegistry()
+    phases = JobPhaseCounts()
+    registry.register(phases)
+    phases.source = lambda: [("ns/a", "q", "Completed"), ("ns/b", "q", "Failed"), ("ns/c", "q", "Running")]
+    text = generate_latest(registry).decode()
+    got = scrape(registry)
+    assert got[("volcano_job_completed_phase_count", (("job_name", "ns/a"), ("queue_name", "q")))] == 1
+    assert got[("volcano_job_failed_phase_count", (("job_name", "ns/b"), ("queue_name", "q")))] == 1
+    assert not [k for k in got if ("job_name", "ns/c") in k[1]]
+    assert "_phase_count_total" not in text  # Volcano's names, not prometheus_client's counter names
+    phases.source = None  # a standby
+    assert not [k for k in scrape(registry) if k[0].startswith("volcano_job_")]
