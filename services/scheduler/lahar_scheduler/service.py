@@ -423,7 +423,7 @@ class SchedulerService:
         self.metrics.sessions.inc()
         self.metrics.session_seconds.observe(took)
         self.metrics.volcano.session(result, self.snapshot.jobs, took, self.clock())
-        if not batch and not result.pipelined:
+        if _idle(result, out):
             self.metrics.idle.inc()
         self.metrics.assumed.set(len(self.view.assumptions))
         self._gauges()
