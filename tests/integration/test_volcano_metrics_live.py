@@ -35,6 +35,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "lahar-volcano.json"
 GROUP = "scheduling.k8s.io/group-name"
 GPU = "nvidia.com/gpu"
 HISTOGRAM_PARTS = ("_bucket", "_sum", "_count", "_created")
+NAME_LABELS = ("queue_name", "queue", "job_name", "job_id")
 Scraped = dict[str, list[dict[str, str]]]  # sample name -> the label sets it has
 
 
@@ -234,6 +235,57 @@ async def test_documented_and_dashboard_series_are_scraped_from_a_running_stack(
             assert {"default", "research"} <= queues
             pg = scraped["controller"]["volcano_queue_pod_group_running_count"]
             assert {"research"} <= {s["queue_name"] for s in pg}
+    await kube.close()
+
+
+async def test_deleted_queues_and_jobs_lose_their_series_and_a_standby_exports_none(
+    sim: Emulator, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
+) -> None:
+    kube = kube_for(sim.url)
+    ns = f"gone-{lahar_prefix}".replace("_", "-").lower()
+    brief = f"brief-{lahar_prefix}".replace("_", "-").lower()  # a queue of this test only
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await create(kube, "queues", "", queue("default"))
+        await s.cache()
+        leader = await s.scheduler(period=0.1)
+        await poll(lambda: leader.service.is_leader, timeout=10.0)
+        standby = await s.scheduler(period=0.1, identity="scheduler-standby")
+        await s.binder()  # a new epoch settles only once the decisions of older ones are executed
+        controller = await s.controller()
+        registries = {
+            "leader": leader.service.metrics.registry,
+            "standby": standby.service.metrics.registry,
+            "controller": controller.service.metrics.registry,
+        }
+        await create(kube, "queues", "", queue(brief, 3))
+        await create(kube, "podgroups", ns, podgroup(ns, "short-lived", 1, brief))
+        async with served(registries) as urls, httpx.AsyncClient(timeout=5) as client:
+
+            async def mentions(service: str) -> set[str]:
+                """This test's queue and job, where the service's series name them."""
+                got = await scrape(client, urls[service])
+                labels = {v for sets in got.values() for s in sets for k, v in s.items() if k in NAME_LABELS}
+                return labels & {brief, "short-lived"}
+
+            async def present() -> bool:
+                return await mentions("leader") == {brief, "short-lived"} and await mentions("controller") == {brief}
+
+            await poll(present, timeout=15.0, interval=0.2)
+            await kube.delete("podgroups", ns, "short-lived")
+            await kube.delete("queues", "", brief)
+
+            async def gone() -> bool:
+                return not await mentions("leader") and not await mentions("controller")
+
+            await poll(gone, timeout=15.0, interval=0.2)
+            # Gone because they were deleted, not because nothing is exported: the leader still
+            # leads and exports the queues that remain.
+            assert leader.service.is_leader and not standby.service.is_leader
+            remaining = (await scrape(client, urls["leader"]))["volcano_queue_weight"]
+            assert "default" in {s["queue_name"] for s in remaining}
+            standby_series = await scrape(client, urls["standby"])
+            assert not [n for n in standby_series if n.startswith(("volcano_queue_", "volcano_job_share"))]
+            assert "volcano_e2e_job_scheduling_start_time" not in standby_series
     await kube.close()
 
 
