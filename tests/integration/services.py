@@ -117,7 +117,7 @@ class Stack:
         )
         return await self._start(svc, nc, rc, kube)
 
-    async def scheduler(self, conf: str | None = None, period: float = 1.0) -> Running:
+    async def scheduler(self, conf: str | None = None, period: float = 1.0, identity: str = "scheduler") -> Running:
         nc, js, rc, kube = await self._deps()
         await kube.close()
         svc = SchedulerService(
@@ -129,6 +129,7 @@ class Stack:
             ConfSource(conf),
             period=period,
             tracer=self.tracer("scheduler"),
+            identity=identity,  # replicas need their own: the lease's holder is named by it
         )
         return await self._start(svc, nc, rc, None)
 
