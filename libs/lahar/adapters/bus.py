@@ -173,6 +173,7 @@ class Outgoing:
 async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout: float = 10.0) -> list[int]:
     """Publish with asynchronous acks and wait for all of them; returns each stream sequence."""
     futures = [await js.publish_async(m.subject, m.data, headers=m.headers) for m in batch]
+    raise_if_cancelled()
     gathered = asyncio.gather(*futures)
     try:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
@@ -186,6 +187,16 @@ async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout
             gathered.exception()
         raise
     return [ack.seq for ack in acks]
+
+
+def raise_if_cancelled() -> None:
+    """Stop a task whose cancellation a library swallowed.  nats-py's publish waits for its
+    flusher in ``Client._flush_pending`` under ``except asyncio.CancelledError: pass``: a task
+    cancelled there carries on, e.g. the cache's batcher went back to waiting for deltas and held
+    its service's stop for 12 s.  The request stays counted in ``Task.cancelling()``."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def dead_letter(js: JetStreamContext, names: Names, source: str, data: bytes, why: str) -> None:

@@ -33,7 +33,15 @@ from nats.js.client import JetStreamContext
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from lahar.adapters.bus import MISSING, Outgoing, StreamIdentity, cluster_identity, ensure_streams, publish_batch
+from lahar.adapters.bus import (
+    MISSING,
+    Outgoing,
+    StreamIdentity,
+    cluster_identity,
+    ensure_streams,
+    publish_batch,
+    raise_if_cancelled,
+)
 from lahar.adapters.kube import Gone, KubeClient, KubeError, NotFound, TransientKubeError
 from lahar.adapters.mirror import Mirror, MirrorError, MirrorLost
 from lahar.service.metrics import ServiceMetrics
@@ -268,6 +276,7 @@ class CacheService:
     async def _batcher(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            raise_if_cancelled()  # a cancellation swallowed in the last flush still ends the loop
             batch = [await self.queue.get()]
             deadline = loop.time() + self.batch_wait
             while len(batch) < self.batch_max and batch[-1] is not None:
