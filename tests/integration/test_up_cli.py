@@ -177,10 +177,11 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
             os.killpg(proc.pid, signal.SIGKILL)
     text = err_path.read_text()
     assert proc.returncode == 0 and "Traceback" not in text, text[-2000:]
-    # Measured 1.3-2.4 s on a 2-core machine (more when other work shares it); it was 10.5 s
-    # while a second SIGTERM cut the services' clean stop short and binders long-polled 2 s.
-    assert took < 6.0, f"lahar up took {took:.1f} s to stop"
+    # Measured 1.3-2.4 s on a 2-core machine (more when other work shares it).  It was 10.5 s
+    # while a second SIGTERM cut the services' clean stop short and binders long-polled 2 s, and
+    # 12-22 s in 3 of 7 runs while a cancellation nats-py swallows kept the cache's batcher alive.
     logs = "".join(p.read_text(errors="replace") for p in (state / "logs").glob("*.log"))
+    assert took < 6.0, f"lahar up took {took:.1f} s to stop:\n" + _stop_lines(logs)
     assert "did not finish within" not in logs and "never retrieved" not in logs
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"
@@ -224,3 +225,9 @@ async def test_lahar_trace_follows_a_bind_to_its_delta(tmp_path: Path, lahar_inf
     order = [out.index(step) for step in ("cache delta", "session", "job decision", "bind ")]
     assert order == sorted(order), out
     assert "job default/traced in queue default: " in out and "node node-" in out, out
+
+
+def _stop_lines(logs: str) -> str:
+    """The log lines about stopping, for a failure message that says where the time went."""
+    words = ("shutting down", "stopped", "did not finish", "again", "exited", "restart")
+    return "\n".join(line[:400] for line in logs.splitlines() if any(w in line for w in words))
