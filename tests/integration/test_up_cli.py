@@ -160,6 +160,7 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
     try:
         await poll(lambda: "ready:" in err_path.read_text() or proc.poll() is not None, 120, interval=0.1)
         assert proc.poll() is None, err_path.read_text()
+        _first_commands_work(state / "kubeconfig", tmp_path)
         kube = KubeClient(KubeConfig.load(str(state / "kubeconfig")))
         tracker = Tracker()
         watcher = asyncio.create_task(watch_binds(kube, tracker))
@@ -231,3 +232,29 @@ def _stop_lines(logs: str) -> str:
     """The log lines about stopping, for a failure message that says where the time went."""
     words = ("shutting down", "stopped", "did not finish", "again", "exited", "restart")
     return "\n".join(line[:400] for line in logs.splitlines() if any(w in line for w in words))
+
+
+def _first_commands_work(kubeconfig: Path, tmp_path: Path) -> None:
+    """`lahar get` as a new user's very first command (nothing cached in a fresh TMPDIR), and
+    still after applying a kind of another group (a Deployment) and a lookup that fails."""
+    fresh = tmp_path / "fresh-tmp"
+    fresh.mkdir()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(fresh)}
+
+    def lahar(*argv: str) -> subprocess.CompletedProcess[str]:
+        argv_ = [sys.executable, "-m", "lahar", *argv]
+        return subprocess.run(argv_, capture_output=True, text=True, env=env, timeout=60)
+
+    nodes = lahar("get", "nodes")
+    assert nodes.returncode == 0 and len(nodes.stdout.splitlines()) == 9, nodes.stdout + nodes.stderr  # header + 8
+    deployment = tmp_path / "d.yaml"
+    deployment.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: default}\n"
+        "spec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, "
+        "spec: {containers: [{name: c, image: x}]}}}\n"
+    )
+    assert lahar("apply", "-f", str(deployment)).returncode == 0
+    assert lahar("get", "nosuchkind").returncode == 1
+    for kind in ("pg", "queues", "deploy"):
+        got = lahar("get", kind, "-A")
+        assert got.returncode == 0, (kind, got.stderr)
