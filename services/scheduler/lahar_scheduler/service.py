@@ -439,7 +439,7 @@ class SchedulerService:
             result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
             span.set_attribute("lahar.binds", len(result.binds))
             expires = now + self.decision_ttl
-            out = decisions(result, uid, self.fence, self.sent, stamp, now, expires)
+            out = decisions(result, uid, self.fence, self.sent, stamp, now, expires, snapshot=self.snapshot)
             out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
             out.pods.extend(pod_conditions(self.snapshot, self.view.invalid, uid, self.fence, self.sent))
             return result, out, self._outgoing(result, out)
