@@ -1,0 +1,124 @@
+"""Kubernetes Events from the distributed scheduler: cache, scheduler and binder on real NATS,
+Valkey and the emulator.  A gang that cannot fit gets ``FailedScheduling`` on its pods and
+``Unschedulable`` on its PodGroup; a gang that fits gets ``Scheduled`` on both; ``lahar describe``
+shows them, selected by the object's uid as ``kubectl describe`` selects them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from lahar.adapters.kube import KubeClient
+from lahar.sim import Emulator
+
+from .services import kube_for, poll, stack
+from .test_distributed import ensure_queue, pod, podgroup
+from .test_sim_cli import lahar
+
+pytestmark = pytest.mark.asyncio
+
+
+async def events_of(core: client.CoreV1Api, ns: str, kind: str, name: str, uid: str) -> list[dict[str, Any]]:
+    """The object's core/v1 Events, found by the field selector kubectl describe uses."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name},involvedObject.uid={uid}"
+    reply: Any = await asyncio.to_thread(
+        core.list_namespaced_event, ns, field_selector=selector, _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(reply.data)["items"]
+    return items
+
+
+async def uid_of(kube: KubeClient, kind: str, ns: str, name: str) -> str:
+    return str(json.loads(await kube.get(kind, ns, name))["metadata"]["uid"])
+
+
+def reasons(events: list[dict[str, Any]]) -> set[str]:
+    return {e["reason"] for e in events}
+
+
+async def test_gangs_that_wait_and_that_run_get_volcanos_events(
+    sim: Emulator,
+    core: client.CoreV1Api,
+    nats_url: str,
+    nats_ca: str,
+    redis_url: str,
+    lahar_prefix: str,
+    tmp_path: Path,
+) -> None:
+    kube = kube_for(sim.url)
+    ns = f"ev-{lahar_prefix}".replace("_", "-").lower()
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler(period=0.2)
+        binder = await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "big", 3))
+        await kube.create("podgroups", ns, podgroup(ns, "small", 2))
+        for i in range(3):
+            await kube.create("pods", ns, pod(ns, f"b-{i}", "big", cpu="12"))
+        for i in range(2):
+            await kube.create("pods", ns, pod(ns, f"s-{i}", "small"))
+        big = await uid_of(kube, "podgroups", ns, "big")
+        small = await uid_of(kube, "podgroups", ns, "small")
+
+        async def waiting() -> list[dict[str, Any]]:
+            return [e for e in await events_of(core, ns, "PodGroup", "big", big) if e["reason"] == "Unschedulable"]
+
+        (unschedulable,) = await poll(waiting, timeout=15.0)
+        assert unschedulable["type"] == "Warning"
+        assert unschedulable["source"] == {"component": "volcano"}
+        assert "Insufficient cpu" in unschedulable["message"] and "minMember 3" in unschedulable["message"]
+        assert unschedulable["involvedObject"]["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+
+        async def failed_pod() -> list[dict[str, Any]]:
+            got = []
+            for i in range(3):
+                uid = await uid_of(kube, "pods", ns, f"b-{i}")
+                got += [e for e in await events_of(core, ns, "Pod", f"b-{i}", uid) if e["reason"] == "FailedScheduling"]
+            return got
+
+        failed = await poll(failed_pod, timeout=15.0)
+        assert all(e["type"] == "Warning" and e["message"] for e in failed)
+
+        async def scheduled() -> bool:
+            pods = []
+            for i in range(2):
+                uid = await uid_of(kube, "pods", ns, f"s-{i}")
+                pods.append(await events_of(core, ns, "Pod", f"s-{i}", uid))
+            group = await events_of(core, ns, "PodGroup", "small", small)
+            return all("Scheduled" in reasons(p) for p in pods) and "Scheduled" in reasons(group)
+
+        await poll(scheduled, timeout=15.0)
+        (bound,) = [e for e in await events_of(core, ns, "Pod", "s-0", await uid_of(kube, "pods", ns, "s-0"))]
+        node = json.loads(await kube.get("pods", ns, "s-0"))["spec"]["nodeName"]
+        assert bound["message"] == f"Successfully assigned {ns}/s-0 to {node}" and bound["type"] == "Normal"
+        assert bound["count"] == 1 and bound["firstTimestamp"] == bound["lastTimestamp"]
+
+        written = binder.service.events.metrics.written
+        assert written.labels("Scheduled")._value.get() >= 3
+        assert written.labels("Unschedulable")._value.get() >= 1
+
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        done = await asyncio.to_thread(lahar, "describe", "podgroup", "big", "-n", ns, kubeconfig=kubeconfig)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert out.startswith("Name:         big\nNamespace:    " + ns + "\n"), out
+        assert "Min Member:  3" in out and "Kind:         PodGroup" in out
+        events = out[out.index("Events:") :]
+        assert "Type     Reason         Age" in events
+        assert "Warning  Unschedulable" in events and "volcano" in events and "Insufficient cpu" in events
+
+        done = await asyncio.to_thread(lahar, "describe", "pod", "s-0", "-n", ns, kubeconfig=kubeconfig)
+        assert done.returncode == 0, done.stderr
+        assert re.search(rf"^Node: +{node}", done.stdout, re.M), done.stdout
+        assert "Normal  Scheduled" in done.stdout and f"Successfully assigned {ns}/s-0 to {node}" in done.stdout
+
+        missing = await asyncio.to_thread(lahar, "describe", "pod", "nope", "-n", ns, kubeconfig=kubeconfig)
+        assert missing.returncode == 1 and "NotFound" in missing.stderr
+    await kube.close()
