@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,53 @@ async def test_gangs_that_wait_and_that_run_get_volcanos_events(
         missing = await asyncio.to_thread(lahar, "describe", "pod", "nope", "-n", ns, kubeconfig=kubeconfig)
         assert missing.returncode == 1 and "NotFound" in missing.stderr
     await kube.close()
+
+
+async def test_writer_counts_repeats_recreates_lost_events_and_keeps_up(
+    sim: Emulator, core: client.CoreV1Api, lahar_prefix: str
+) -> None:
+    """The shell against the emulator's API: a repeat raises the count of the one Event (patch);
+    an Event deleted meanwhile is created again with its count; many objects' events are written
+    at the rate the API takes them."""
+    from prometheus_client import CollectorRegistry
+
+    from lahar_binder.events import EventWriter, Note, pod_ref
+
+    kube = kube_for(sim.url)
+    ns = f"evw-{lahar_prefix}".replace("_", "-").lower()
+    writer = EventWriter(kube, CollectorRegistry(), workers=2, queue_size=5000)
+    workers = asyncio.create_task(writer.run())
+    try:
+        ref = pod_ref(ns, "p", "uid-p")
+        note = Note(ref, "Warning", "FailedScheduling", "0/6 nodes are available")
+
+        async def listed(count: int) -> list[dict[str, Any]]:
+            got = await events_of(core, ns, "Pod", "p", "uid-p")
+            return got if got and got[0]["count"] == count else []
+
+        writer.record(note)
+        (first,) = await poll(lambda: listed(1), timeout=5.0)
+        writer.record(note)
+        (again,) = await poll(lambda: listed(2), timeout=5.0)
+        assert again["metadata"]["name"] == first["metadata"]["name"]
+        assert again["firstTimestamp"] == first["firstTimestamp"]
+
+        await kube.delete("events", ns, first["metadata"]["name"])
+        writer.record(note)
+        (recreated,) = await poll(lambda: listed(3), timeout=5.0)
+        assert recreated["metadata"]["name"] == first["metadata"]["name"]
+
+        many = 1000
+        started = time.monotonic()
+        for i in range(many):
+            writer.record(Note(pod_ref(ns, f"q-{i}", f"uid-q-{i}"), "Normal", "Scheduled", f"to n{i}"))
+        written = writer.metrics.written.labels("Scheduled")
+
+        await poll(lambda: written._value.get() >= many, timeout=60.0, interval=0.05)
+        rate = many / (time.monotonic() - started)
+        print(f"\n{many} events written at {rate:.0f}/s")
+        assert writer.metrics.dropped.labels("api_error")._value.get() == 0
+    finally:
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
+        await kube.close()

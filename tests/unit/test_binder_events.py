@@ -173,3 +173,45 @@ def test_decisions_carry_the_uids_of_pods_and_podgroups() -> None:
     (status,) = out.podgroups
     assert status.uid == "pg-uid"
     assert any(n.reason == "Unschedulable" for n in podgroup_notes(status))
+
+
+def test_record_never_waits_and_counts_what_a_full_queue_drops() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lahar.adapters.kube import KubeClient, KubeConfig
+    from lahar_binder.events import EventWriter
+
+    kube = KubeClient(KubeConfig(host="http://127.0.0.1:9", verify=False, cert=None, headers={}))
+    writer = EventWriter(kube, CollectorRegistry(), workers=1, queue_size=2)
+    for i in range(5):
+        writer.record(note(f"m{i}"))  # no worker runs: the queue fills
+    assert writer.metrics.dropped.labels("queue_full")._value.get() == 3
+    assert writer.queues[0].qsize() == 2
+
+
+def test_unreachable_api_drops_events_and_the_workers_go_on() -> None:
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from lahar.adapters.kube import KubeClient, KubeConfig
+    from lahar_binder.events import EventWriter
+
+    async def scenario() -> tuple[float, float]:
+        kube = KubeClient(KubeConfig(host="http://127.0.0.1:9", verify=False, cert=None, headers={}), timeout=2.0)
+        writer = EventWriter(kube, CollectorRegistry(), workers=1, correlator=Correlator(burst=2))
+        task = asyncio.create_task(writer.run())
+        for i in range(3):
+            writer.record(note(f"m{i}"))
+        failed, limited = writer.metrics.dropped.labels("api_error"), writer.metrics.dropped.labels("rate_limited")
+        deadline = asyncio.get_running_loop().time() + 10
+        while failed._value.get() + limited._value.get() < 3 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)  # polling the counters, bounded by the deadline
+        alive = not task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+        assert alive
+        return failed._value.get(), limited._value.get()
+
+    assert asyncio.run(scenario()) == (2, 1)
