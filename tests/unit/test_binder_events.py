@@ -45,6 +45,8 @@ def test_evicted_pod_names_the_reason() -> None:
     n = evicted(Evict(id="e", namespace="ns", name="v", uid="u2", node="n1", reason="preempt"))
     assert (n.type, n.reason, n.message) == ("Warning", "Evict", "Pod is evicted, because of preempt")
     assert n.ref.uid == "u2"
+    d = Evict(id="e", namespace="ns", name="v", node="n1", reason="reclaim", for_job="ns/big")
+    assert evicted(d).message == "Pod is evicted, because of reclaim for PodGroup ns/big"
 
 
 def test_pod_status_is_failed_scheduling_with_its_message() -> None:
@@ -215,3 +217,28 @@ def test_unreachable_api_drops_events_and_the_workers_go_on() -> None:
         return failed._value.get(), limited._value.get()
 
     assert asyncio.run(scenario()) == (2, 1)
+
+
+def test_an_eviction_names_the_job_it_makes_room_for() -> None:
+    from evict_builders import conf, node, plugin, pod, podgroup, priority_class, queue, res
+
+    objs = [
+        priority_class("high-priority", 100000),
+        priority_class("low-priority", 10),
+        queue("q1"),
+        node("n1", "2", "2G"),
+        podgroup("low", "q1", 0, priority_class="low-priority"),
+        podgroup("high", "q1", 1, priority_class="high-priority"),
+        pod("victim", "low", res("2", "2G"), "n1", labels={"volcano.sh/preemptable": "true"}),
+        pod("preemptor", "high", res("2", "2G")),
+    ]
+    tier = [
+        plugin("gang", "enablePreemptable", "enableJobPipelined", "enableJobStarving"),
+        plugin("priority", "enableTaskOrder", "enableJobOrder", "enablePreemptable", "enableJobStarving"),
+        plugin("proportion", "enabledOverused", "enabledAllocatable", "enableQueueOrder"),
+    ]
+    snap = snapshot(objs)
+    result = run_session(snap, conf("preempt", tier))
+    (evict,) = decisions(result, "s1", 1, Sent(), "2026-01-01T00:00:00Z", snapshot=snap).evictions
+    assert (evict.name, evict.reason, evict.for_job) == ("victim", "preempt", "c1/high")
+    assert evicted(evict).message == "Pod is evicted, because of preempt for PodGroup c1/high"

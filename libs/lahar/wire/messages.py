@@ -69,6 +69,8 @@ class Evict(msgspec.Struct, kw_only=True, tag="evict"):
     session: str = ""
     fence: int = 0
     expires: float = 0.0
+    # The job ("namespace/name") the eviction makes room for, when one alone waits on the node.
+    for_job: str = ""
 
 
 class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup", omit_defaults=True):

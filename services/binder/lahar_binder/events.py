@@ -91,9 +91,12 @@ def bound(item: BindItem) -> Note:
 
 
 def evicted(d: Evict) -> Note:
-    # Volcano's reasons are the action's name ("preempt", "reclaim", "shuffle"); the decision
-    # does not name the preemptor, so neither does the event.
-    return Note(pod_ref(d.namespace, d.name, d.uid), WARNING, "Evict", f"Pod is evicted, because of {d.reason}")
+    """Volcano's message, whose reason is the action's name ("preempt", "reclaim", "shuffle"),
+    followed by the PodGroup the room is for when the scheduler knows it."""
+    message = f"Pod is evicted, because of {d.reason}"
+    if d.for_job:
+        message += f" for PodGroup {d.for_job}"
+    return Note(pod_ref(d.namespace, d.name, d.uid), WARNING, "Evict", message)
 
 
 def unschedulable_pod(d: PodStatus) -> Note:

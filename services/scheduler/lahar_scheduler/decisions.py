@@ -219,6 +219,7 @@ def decisions(
                     items=items[start : start + BINDS_PER_MESSAGE],
                 )
             )
+    waiting = _waiting_on(result, snapshot)
     for task, reason in result.evictions:
         out.evictions.append(
             Evict(
@@ -232,6 +233,7 @@ def decisions(
                 session=session,
                 fence=fence,
                 expires=expires,
+                for_job=_beneficiary(waiting, task),
             )
         )
     for uid, update in result.podgroups.items():
@@ -282,3 +284,22 @@ def _podgroup_uid(snapshot: Snapshot | None, job: str) -> str:
 def _pod_uid(snapshot: Snapshot | None, key: str) -> str:
     task = snapshot.tasks.get(key) if snapshot is not None else None
     return _uid(task) if task is not None else ""
+
+
+def _waiting_on(result: SessionResult, snapshot: Snapshot | None) -> dict[str, set[str]]:
+    """Per node, the jobs with tasks pipelined onto it: waiting for the room evictions make."""
+    out: dict[str, set[str]] = {}
+    if snapshot is None:
+        return out
+    for key, node in result.pipelined.items():
+        task = snapshot.tasks.get(key)
+        if task is not None:
+            out.setdefault(node, set()).add(task.job)
+    return out
+
+
+def _beneficiary(waiting: dict[str, set[str]], victim: Any) -> str:
+    """The job an eviction makes room for (the preemptor's or reclaimer's), when only one job
+    waits on the victim's node; "" when it is not known which."""
+    jobs = waiting.get(victim.node_name, set()) - {victim.job}
+    return next(iter(jobs)) if len(jobs) == 1 else ""
