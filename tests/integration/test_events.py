@@ -173,3 +173,70 @@ async def test_writer_counts_repeats_recreates_lost_events_and_keeps_up(
         workers.cancel()
         await asyncio.gather(workers, return_exceptions=True)
         await kube.close()
+
+
+PREEMPT_CONF = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def _prioritised(obj: dict[str, Any], cls: str, value: int) -> dict[str, Any]:
+    if obj["kind"] == "Pod":
+        obj["spec"].update(priorityClassName=cls, priority=value)
+        obj["metadata"]["annotations"]["volcano.sh/preemptable"] = "true"
+    else:
+        obj["spec"]["priorityClassName"] = cls
+    return obj
+
+
+async def test_preempted_pod_gets_an_evict_event_naming_the_podgroup_it_makes_room_for(
+    make_sim: Any, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Path
+) -> None:
+    sim = make_sim(nodes=["2:cpu=4,memory=16Gi,pods=110"])
+    kube = kube_for(sim.url)
+    ns = "pre"
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(PREEMPT_CONF)
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await ensure_queue(kube, "default")
+        for name, value in (("low", 10), ("high", 100000)):
+            pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+            await kube.create("priorityclasses", "", {**pc, "value": value})
+        await s.cache()
+        await s.scheduler(conf=str(conf), period=0.2)
+        await s.binder()
+        await kube.create("podgroups", ns, _prioritised(podgroup(ns, "old", 1), "low", 10))
+        for i in range(2):
+            await kube.create("pods", ns, _prioritised(pod(ns, f"old-{i}", "old", cpu="4"), "low", 10))
+        uids = {f"old-{i}": await uid_of(kube, "pods", ns, f"old-{i}") for i in range(2)}
+
+        async def both_bound() -> bool:
+            return all([json.loads(await kube.get("pods", ns, n))["spec"].get("nodeName") for n in uids])
+
+        await poll(both_bound, timeout=15.0)
+        await kube.create("podgroups", ns, _prioritised(podgroup(ns, "new", 1), "high", 100000))
+        await kube.create("pods", ns, _prioritised(pod(ns, "new-0", "new", cpu="4"), "high", 100000))
+
+        api = sim.api_client()
+        core = client.CoreV1Api(api)
+
+        async def evicted() -> list[dict[str, Any]]:
+            got = []
+            for name, uid in uids.items():
+                got += [e for e in await events_of(core, ns, "Pod", name, uid) if e["reason"] == "Evict"]
+            return got
+
+        (event, *_) = await poll(evicted, timeout=20.0)
+        assert event["type"] == "Warning" and event["source"] == {"component": "volcano"}
+        assert event["message"] == f"Pod is evicted, because of preempt for PodGroup {ns}/new"
+        api.close()
+    await kube.close()
