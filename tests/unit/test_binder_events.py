@@ -3,6 +3,8 @@ limit per object, similar events combined, repeats counted on one Event)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from builders import node, pod, podgroup, queue, snapshot
@@ -16,6 +18,7 @@ from lahar_binder.events import (
     bound,
     event_body,
     evicted,
+    evicted_from_group,
     podgroup_notes,
     repeat_patch,
     timestamp,
@@ -26,6 +29,10 @@ from lahar_scheduler.decisions import Sent, decisions
 
 T0 = 1_790_000_000.0
 POD = Ref("v1", "Pod", "ns", "p", "uid-p")
+
+
+def with_uid(obj: Any, uid: str) -> Any:
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, uid=uid))
 
 
 def note(message: str = "0/3 nodes are available", ref: Ref = POD, reason: str = "FailedScheduling") -> Note:
@@ -165,8 +172,7 @@ def test_old_status_messages_without_uid_still_decode() -> None:
 
 
 def test_decisions_carry_the_uids_of_pods_and_podgroups() -> None:
-    group = podgroup("big", min_member=2, queue="q")
-    group = msgspec.structs.replace(group, metadata=msgspec.structs.replace(group.metadata, uid="pg-uid"))
+    group = with_uid(podgroup("big", min_member=2, queue="q"), "pg-uid")
     objs = [node("n1", cpu="2"), queue("q"), group, *(pod(f"big-{i}", group="big", cpu="2") for i in range(2))]
     snap = snapshot(objs)
     result = run_session(snap, load_conf(None))
@@ -227,7 +233,7 @@ def test_an_eviction_names_the_job_it_makes_room_for() -> None:
         priority_class("low-priority", 10),
         queue("q1"),
         node("n1", "2", "2G"),
-        podgroup("low", "q1", 0, priority_class="low-priority"),
+        with_uid(podgroup("low", "q1", 0, priority_class="low-priority"), "low-uid"),
         podgroup("high", "q1", 1, priority_class="high-priority"),
         pod("victim", "low", res("2", "2G"), "n1", labels={"volcano.sh/preemptable": "true"}),
         pod("preemptor", "high", res("2", "2G")),
@@ -242,3 +248,6 @@ def test_an_eviction_names_the_job_it_makes_room_for() -> None:
     (evict,) = decisions(result, "s1", 1, Sent(), "2026-01-01T00:00:00Z", snapshot=snap).evictions
     assert (evict.name, evict.reason, evict.for_job) == ("victim", "preempt", "c1/high")
     assert evicted(evict).message == "Pod is evicted, because of preempt for PodGroup c1/high"
+    group = evicted_from_group(evict)
+    assert group is not None and (group.type, group.reason, group.message) == ("Normal", "Evict", "preempt")
+    assert (group.ref.namespace, group.ref.name, group.ref.uid) == ("c1", "low", "low-uid")

@@ -71,6 +71,7 @@ class Evict(msgspec.Struct, kw_only=True, tag="evict"):
     expires: float = 0.0
     # The job ("namespace/name") the eviction makes room for, when one alone waits on the node.
     for_job: str = ""
+    group_uid: str = ""  # the uid of the victim's PodGroup (``job``), for its Evict Event
 
 
 class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup", omit_defaults=True):

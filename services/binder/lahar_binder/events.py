@@ -99,6 +99,14 @@ def evicted(d: Evict) -> Note:
     return Note(pod_ref(d.namespace, d.name, d.uid), WARNING, "Evict", message)
 
 
+def evicted_from_group(d: Evict) -> Note | None:
+    """Volcano also records the eviction on the victim's PodGroup: Normal, the bare reason."""
+    namespace, _, name = d.job.partition("/")
+    if not name:
+        return None
+    return Note(Ref(PODGROUP_API, "PodGroup", namespace, name, d.group_uid), NORMAL, "Evict", d.reason)
+
+
 def unschedulable_pod(d: PodStatus) -> Note:
     """Volcano records FailedScheduling with every PodScheduled=False condition it writes."""
     return Note(pod_ref(d.namespace, d.name, d.uid), WARNING, "FailedScheduling", d.message)

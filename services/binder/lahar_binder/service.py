@@ -373,6 +373,9 @@ class BinderService:
         """The Events of a write that went through (Volcano records them with the write)."""
         if isinstance(d, Evict):
             self.events.record(events.evicted(d))
+            group = events.evicted_from_group(d)
+            if group is not None:
+                self.events.record(group)
         elif isinstance(d, PodStatus):
             self.events.record(events.unschedulable_pod(d))
         elif isinstance(d, PodGroupStatus):

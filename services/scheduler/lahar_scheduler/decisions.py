@@ -234,6 +234,7 @@ def decisions(
                 fence=fence,
                 expires=expires,
                 for_job=_beneficiary(waiting, task),
+                group_uid=_podgroup_uid(snapshot, task.job),
             )
         )
     for uid, update in result.podgroups.items():
