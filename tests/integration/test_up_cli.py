@@ -184,3 +184,43 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
     assert "did not finish within" not in logs and "never retrieved" not in logs
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"
+
+
+@pytest.mark.slow
+async def test_lahar_trace_follows_a_bind_to_its_delta(tmp_path: Path, lahar_infra: Any) -> None:
+    from lahar.adapters.kube import KubeClient, KubeConfig
+
+    cfg = StackConfig(
+        state_dir=tmp_path,
+        nats_url=lahar_infra.nats_url,
+        nats_ca=lahar_infra.nats_ca,
+        redis_url=lahar_infra.redis_url,
+        prefix="uptrace",
+        nodes=("2:cpu=4,memory=16Gi",),
+        binders=1,
+        max_binders=1,
+        period=0.3,
+        admission=False,
+    )
+    stack = LocalStack(cfg).start(timeout=120)
+    try:
+        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+        await ensure_queues(kube, {"default": 1})
+        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
+        await kube.close()
+
+        def traced() -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "lahar", "trace", "default/traced-worker-0", "-f", str(stack.traces)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            return done.stdout if done.returncode == 0 and "cache delta" in done.stdout else ""
+
+        out = await poll(traced, 60, interval=0.5)
+    finally:
+        stack.stop()
+    order = [out.index(step) for step in ("cache delta", "session", "job decision", "bind ")]
+    assert order == sorted(order), out
+    assert "job default/traced in queue default: " in out and "node node-" in out, out

@@ -175,9 +175,12 @@ async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout
     futures = [await js.publish_async(m.subject, m.data, headers=m.headers) for m in batch]
     gathered = asyncio.gather(*futures)
     try:
-        acks = await asyncio.wait_for(gathered, timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # arrives as the acks complete, and the publisher then outlives its stop.
+        async with asyncio.timeout(timeout):
+            acks = await gathered
     except BaseException:
-        # Cancelled (a stop) or timed out: wait_for cancels the gather, which then holds a
+        # Cancelled (a stop) or timed out: the gather is cancelled and then holds a
         # CancelledError nobody reads, and asyncio logs "exception was never retrieved" for it.
         if gathered.done() and not gathered.cancelled():
             gathered.exception()

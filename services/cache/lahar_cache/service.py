@@ -125,7 +125,8 @@ class CacheService:
         loops |= {f"watch-{kind}": self._watch(kind) for kind in self.kinds}
         await supervised(stop.wait(), loops)
         if drain() and not self.building:
-            await asyncio.wait_for(self._drain(), timeout=10.0)
+            async with asyncio.timeout(10.0):  # not wait_for: see _batcher
+                await self._drain()
 
     async def _open(self) -> None:
         """Adopt the mirror if it reflects the live stream, else start rebuilding it."""
@@ -277,7 +278,11 @@ class CacheService:
                 if left <= 0:
                     break
                 try:
-                    batch.append(await asyncio.wait_for(self.queue.get(), left))
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the result when
+                    # the get completes as the task is cancelled, swallowing the cancellation; the
+                    # batcher then outlived its TaskGroup and held up the cache's stop for 12 s.
+                    async with asyncio.timeout(left):
+                        batch.append(await self.queue.get())
                 except TimeoutError:
                     break
             deltas = [d for d in batch if d is not None]
