@@ -70,3 +70,36 @@ def test_event_selector_is_kubectls() -> None:
     assert event_selector(obj) == (
         "involvedObject.name=big,involvedObject.kind=PodGroup,involvedObject.namespace=ns,involvedObject.uid=u1"
     )
+
+
+def test_the_emulators_event_table_has_the_api_servers_columns() -> None:
+    from lahar.sim.resources import ResourceType
+    from lahar.sim.tables import to_table
+
+    event = {
+        "metadata": {"name": "big.18ed"},
+        "involvedObject": {"kind": "PodGroup", "name": "big"},
+        "type": "Warning",
+        "reason": "Unschedulable",
+        "message": " 3/3 tasks in gang unschedulable ",
+        "source": {"component": "volcano"},
+        "firstTimestamp": _stamp(600),
+        "lastTimestamp": _stamp(30),
+        "count": 4,
+    }
+    table = to_table(ResourceType("", "v1", "events", "Event", True), [event], "7")
+    names = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+    assert [n for n, p in names if p == 0] == ["Last Seen", "Type", "Reason", "Object", "Message"]
+    (row,) = table["rows"]
+    assert row["cells"] == [
+        "30s",
+        "Warning",
+        "Unschedulable",
+        "podgroup/big",
+        "",
+        "volcano",
+        "3/3 tasks in gang unschedulable",
+        "10m",
+        4,
+        "big.18ed",
+    ]
