@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,11 @@ async def events_of(core: client.CoreV1Api, ns: str, kind: str, name: str, uid: 
     )
     items: list[dict[str, Any]] = json.loads(reply.data)["items"]
     return items
+
+
+def kubectl(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
+    return subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
 async def uid_of(kube: KubeClient, kind: str, ns: str, name: str) -> str:
@@ -124,6 +132,13 @@ async def test_gangs_that_wait_and_that_run_get_volcanos_events(
 
         missing = await asyncio.to_thread(lahar, "describe", "pod", "nope", "-n", ns, kubeconfig=kubeconfig)
         assert missing.returncode == 1 and "NotFound" in missing.stderr
+
+        if shutil.which("kubectl"):  # kubectl itself, when installed, finds the same Events
+            done = await asyncio.to_thread(kubectl, "describe", "podgroup", "big", "-n", ns, kubeconfig=kubeconfig)
+            assert done.returncode == 0, done.stderr
+            assert re.search(r"Warning +Unschedulable .* volcano +.*Insufficient cpu", done.stdout), done.stdout
+            done = await asyncio.to_thread(kubectl, "get", "events", "-n", ns, kubeconfig=kubeconfig)
+            assert re.search(r"Normal +Scheduled +pod/s-0 +Successfully assigned", done.stdout), done.stdout
     await kube.close()
 
 
