@@ -75,7 +75,8 @@ def test_podgroup_unschedulable_condition_is_a_warning_with_its_message() -> Non
 
 
 def test_podgroup_running_is_scheduled_and_pending_without_condition_records_nothing() -> None:
-    (n,) = podgroup_notes(_pg("Running", {"type": "Scheduled", "status": "True"}))
+    earlier = {"type": "Unschedulable", "status": "True", "message": "20/12 tasks in gang unschedulable"}
+    (n,) = podgroup_notes(_pg("Running", earlier, {"type": "Scheduled", "status": "True"}))
     assert (n.type, n.reason, n.message) == ("Normal", "Scheduled", "pod group is ready")
     assert podgroup_notes(_pg("Pending")) == []
     assert podgroup_notes(_pg("Inqueue", {"type": "Unschedulable", "status": "False"})) == []

@@ -113,13 +113,15 @@ def unschedulable_pod(d: PodStatus) -> Note:
 
 
 def podgroup_notes(d: PodGroupStatus) -> list[Note]:
+    """As Volcano, the phase decides: a PodGroup that runs is ``Scheduled`` (its conditions keep
+    the Unschedulable one of before); one that waits is ``Unschedulable`` with the condition's
+    message, if it has that condition."""
     ref = Ref(PODGROUP_API, "PodGroup", d.namespace, d.name, d.uid)
-    phase = str(d.status.get("phase") or "")
-    for cond in d.status.get("conditions") or []:
+    if str(d.status.get("phase") or "") not in _WAITING_PHASES:
+        return [Note(ref, NORMAL, "Scheduled", "pod group is ready")]
+    for cond in reversed(d.status.get("conditions") or []):
         if cond.get("type") == "Unschedulable" and cond.get("status") == "True":
             return [Note(ref, WARNING, "Unschedulable", str(cond.get("message") or ""))]
-    if phase not in _WAITING_PHASES:
-        return [Note(ref, NORMAL, "Scheduled", "pod group is ready")]
     return []
 
 

@@ -200,8 +200,9 @@ def decisions(
 ) -> Decisions:
     """The messages of one session.  Binds and evictions carry ``expires``: no binder executes
     them later, so the scheduler can tell when an unreported one will never run.  ``snapshot``
-    (the session's) gives status writes the uid of their object, which the binder's Events need
-    (``kubectl describe`` finds an object's Events by its uid)."""
+    (the session's) gives status writes and evictions the uid of their object, which the
+    binder's Events need (``kubectl describe`` finds an object's Events by its uid), and an
+    eviction the job it makes room for."""
     out = Decisions()
     by_job: dict[str, list[BindItem]] = {}
     for task, node in result.binds:
