@@ -106,7 +106,8 @@ async def test_gangs_that_wait_and_that_run_get_volcanos_events(
             return all("Scheduled" in reasons(p) for p in pods) and "Scheduled" in reasons(group)
 
         await poll(scheduled, timeout=15.0)
-        (bound,) = [e for e in await events_of(core, ns, "Pod", "s-0", await uid_of(kube, "pods", ns, "s-0"))]
+        on_pod = await events_of(core, ns, "Pod", "s-0", await uid_of(kube, "pods", ns, "s-0"))
+        (bound,) = [e for e in on_pod if e["reason"] == "Scheduled"]
         node = json.loads(await kube.get("pods", ns, "s-0"))["spec"]["nodeName"]
         assert bound["message"] == f"Successfully assigned {ns}/s-0 to {node}" and bound["type"] == "Normal"
         assert bound["count"] == 1 and bound["firstTimestamp"] == bound["lastTimestamp"]
