@@ -93,6 +93,8 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
         ("patch", "pods/status"),
         ("patch", "podgroups"),
         ("patch", "queues/status"),
+        ("create", "events"),
+        ("patch", "events"),
     },
     "controller": {
         ("create", "pods"),

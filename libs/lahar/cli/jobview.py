@@ -204,7 +204,9 @@ def render_events(events: list[Obj]) -> str:
     for e in events:
         when = age({"metadata": {"creationTimestamp": e["time"]}}) if e["time"] else "<unknown>"
         if e["count"] > 1:
-            when = f"{when} (x{e['count']})"
+            # kubectl's "(x5 over 10m)" when the first occurrence is known
+            over = f" over {age({'metadata': {'creationTimestamp': e['first']}})}" if e.get("first") else ""
+            when = f"{when} (x{e['count']}{over})"
         rows.append([e["type"], e["reason"], when, e["from"], e["message"]])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]

@@ -1,6 +1,6 @@
 """Table output (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``), what ``kubectl get``
 asks for: the columns of the API server's printers for a few built-in kinds (pods, nodes,
-namespaces, configmaps), ``additionalPrinterColumns`` for custom resources, and the server's
+namespaces, configmaps, events), ``additionalPrinterColumns`` for custom resources, and the server's
 default (Name, Created At) for everything else.
 """
 
@@ -244,6 +244,48 @@ def _nodes() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
     return defs, cells
 
 
+def _events() -> tuple[list[Column], list[Callable[[Obj], Any]]]:
+    """The API server's printer for core/v1 Events (printEvent), always wide as it serves it."""
+    defs = [
+        column("Last Seen"),
+        column("Type"),
+        column("Reason"),
+        column("Object"),
+        column("Subobject", priority=1),
+        column("Source", priority=1),
+        column("Message"),
+        column("First Seen", priority=1),
+        column("Count", priority=1),
+        {**NAME, "priority": 1},
+    ]
+    cells: list[Callable[[Obj], Any]] = [
+        lambda o: _since(o.get("lastTimestamp") or o.get("firstTimestamp") or o.get("eventTime")),
+        lambda o: o.get("type") or "",
+        lambda o: o.get("reason") or "",
+        lambda o: "/".join(p for p in (str(_involved(o).get("kind") or "").lower(), _involved(o).get("name")) if p),
+        lambda o: _involved(o).get("fieldPath") or "",
+        lambda o: ", ".join(
+            str(v) for v in ((o.get("source") or {}).get("component"), (o.get("source") or {}).get("host")) if v
+        ),
+        lambda o: str(o.get("message") or "").strip(),
+        lambda o: _since(o.get("firstTimestamp") or o.get("eventTime")),
+        lambda o: int(o.get("count") or 1),
+        lambda o: o["metadata"]["name"],
+    ]
+    return defs, cells
+
+
+def _involved(obj: Obj) -> Obj:
+    value = obj.get("involvedObject")
+    return value if isinstance(value, dict) else {}
+
+
+def _since(stamp: Any) -> str:
+    if not stamp:
+        return "<unknown>"
+    return age({"metadata": {"creationTimestamp": stamp}})
+
+
 def info(key: str) -> Callable[[Obj], str]:
     """A field of a node's status.nodeInfo."""
     return lambda obj: str((_status(obj).get("nodeInfo") or {}).get(key) or "")
@@ -272,6 +314,7 @@ PRINTERS: dict[tuple[str, str], Callable[[], tuple[list[Column], list[Callable[[
     ("", "configmaps"): _configmaps,
     ("", "namespaces"): _namespaces,
     ("", "nodes"): _nodes,
+    ("", "events"): _events,
 }
 
 

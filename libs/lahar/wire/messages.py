@@ -69,15 +69,19 @@ class Evict(msgspec.Struct, kw_only=True, tag="evict"):
     session: str = ""
     fence: int = 0
     expires: float = 0.0
+    # The job ("namespace/name") the eviction makes room for, when one alone waits on the node.
+    for_job: str = ""
+    group_uid: str = ""  # the uid of the victim's PodGroup (``job``), for its Evict Event
 
 
-class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup"):
+class PodGroupStatus(msgspec.Struct, kw_only=True, tag="podgroup", omit_defaults=True):
     v: int = VERSION
     id: str
     namespace: str
     name: str
     status: dict[str, Any]
     fence: int = 0
+    uid: str = ""  # the PodGroup's metadata.uid, for the Events the binder writes about it ("": unknown)
 
 
 class QueueStatus(msgspec.Struct, kw_only=True, tag="queue"):
@@ -88,7 +92,7 @@ class QueueStatus(msgspec.Struct, kw_only=True, tag="queue"):
     fence: int = 0
 
 
-class PodStatus(msgspec.Struct, kw_only=True, tag="podstatus"):
+class PodStatus(msgspec.Struct, kw_only=True, tag="podstatus", omit_defaults=True):
     """The pod's PodScheduled condition (and nominated node) explaining why it waits."""
 
     v: int = VERSION
@@ -99,6 +103,7 @@ class PodStatus(msgspec.Struct, kw_only=True, tag="podstatus"):
     message: str
     nominated_node: str = ""
     fence: int = 0
+    uid: str = ""  # the pod's metadata.uid, for the Events the binder writes about it ("": unknown)
 
 
 Decision = Binds | Evict | PodGroupStatus | QueueStatus | PodStatus

@@ -21,6 +21,8 @@ class BinderSettings(BusSettings):
     ack_wait: Annotated[float, Meta(gt=0, description="seconds before an unacknowledged decision is redelivered")] = (
         30.0
     )
+    event_workers: Annotated[int, Meta(ge=1, description="tasks writing Kubernetes Events (best effort)")] = 2
+    event_queue: Annotated[int, Meta(ge=1, description="Events waiting to be written; beyond, they are dropped")] = 1000
 
 
 SETTINGS = BinderSettings
@@ -43,6 +45,8 @@ async def main(ctx: ServiceContext[BinderSettings]) -> None:
         ack_wait=opts.ack_wait,
         tracer=ctx.tracer,
         own=owned_streams(names, "binder"),
+        event_workers=opts.event_workers,
+        event_queue=opts.event_queue,
     )
     ctx.health.add_check("consuming", svc.ready.is_set)
     ctx.health.set_ready(True)

@@ -51,6 +51,7 @@ from lahar.wire.messages import (
     encode,
 )
 from lahar.wire.names import Names
+from lahar_binder import events
 from lahar_binder.settle import Plan, admit, settle
 
 log = logging.getLogger("lahar.binder")
@@ -114,6 +115,8 @@ class BinderService:
         tracer: trace.Tracer | None = None,
         clock: Callable[[], float] = time.time,
         own: Collection[str] | None = None,
+        event_workers: int = 2,
+        event_queue: int = 1000,
     ) -> None:
         self.kube, self.js, self.names = kube, js, names
         self.clock = clock
@@ -129,9 +132,11 @@ class BinderService:
         self.tasks: set[asyncio.Task[None]] = set()
         self.working: dict[int, Msg] = {}  # messages being handled (by id), kept alive with in-progress acks
         self.ready = asyncio.Event()
+        # Events are written beside the calls, never in their way (events.py).
+        self.events = events.EventWriter(kube, registry, workers=event_workers, queue_size=event_queue, clock=clock)
 
     async def run(self, stop: asyncio.Event) -> None:
-        loops = {"epoch-watch": self.epochs.run(), "in-progress": self._keep_alive()}
+        loops = {"epoch-watch": self.epochs.run(), "in-progress": self._keep_alive(), "events": self.events.run()}
         await supervised(self._consume(stop), loops)
 
     async def _subscribe(self) -> Any:
@@ -335,6 +340,7 @@ class BinderService:
         async def work() -> Result:
             try:
                 await self.kube.bind(item.namespace, item.name, item.node, item.uid)
+                self.events.record(events.bound(item))
                 return _result(d, item, "done")
             except NotFound:
                 return _result(d, item, "gone", "the pod no longer exists")
@@ -352,6 +358,8 @@ class BinderService:
         except KubeError as exc:
             return _result(d, item, "conflict", f"bind conflict, and the pod could not be read: {exc}")
         if current == item.node:
+            # Our bind that went through without its reply: its event was never recorded.
+            self.events.record(events.bound(item))
             return _result(d, item, "done", "already bound to this node")
         return _result(d, item, "conflict", f"already bound to {current or 'another node'}")
 
@@ -364,6 +372,7 @@ class BinderService:
         async def work() -> Result:
             try:
                 await self._write(d)
+                self._record(d)
                 return _result(d, None, "done")
             except NotFound:
                 return _result(d, None, "gone", "the object no longer exists")
@@ -371,6 +380,19 @@ class BinderService:
                 return _result(d, None, "failed", str(exc))
 
         return await self._call(kind, ctx, attrs, work)
+
+    def _record(self, d: Decision) -> None:
+        """The Events of a write that went through (Volcano records them with the write)."""
+        if isinstance(d, Evict):
+            self.events.record(events.evicted(d))
+            group = events.evicted_from_group(d)
+            if group is not None:
+                self.events.record(group)
+        elif isinstance(d, PodStatus):
+            self.events.record(events.unschedulable_pod(d))
+        elif isinstance(d, PodGroupStatus):
+            for note in events.podgroup_notes(d):
+                self.events.record(note)
 
     async def _write(self, d: Decision) -> None:
         if isinstance(d, Evict):

@@ -96,6 +96,7 @@ def missing_queues(snapshot: Snapshot, session: str, fence: int, sent: Sent, now
                 name=job.name,
                 status=status,
                 fence=fence,
+                uid=pg.metadata.uid or "",
             )
         )
     return out
@@ -121,20 +122,20 @@ def pod_conditions(
     ``grace`` seconds is left alone: its PodGroup is usually created just after it."""
     out = []
     for key, why in invalid.items():
-        out.extend(_condition(sent, key, f"ignored by the scheduler: {why}", session, fence, "invalid"))
+        out.extend(_condition(sent, key, f"ignored by the scheduler: {why}", session, fence, "invalid", ""))
     for job in snapshot.jobs.values():
         if job.podgroup is not None:
             continue
         why = _text(missing_group_why(job.uid))
         for task in job.tasks.values():
             if task.status == TaskStatus.PENDING and _older(task, snapshot.now, grace):
-                out.extend(_condition(sent, task.key, why, session, fence, "nopodgroup"))
+                out.extend(_condition(sent, task.key, why, session, fence, "nopodgroup", _uid(task)))
     for key, task in snapshot.others.items():
         if task.node_name or not _older(task, snapshot.now, grace):
             continue
         if task.pod.spec.scheduler_name in snapshot.scheduler_names:
             why = _text(no_group_why(task.pod))
-            out.extend(_condition(sent, key, why, session, fence, "nopodgroup"))
+            out.extend(_condition(sent, key, why, session, fence, "nopodgroup", _uid(task)))
     return out
 
 
@@ -148,7 +149,11 @@ def _older(task: Any, now: float, grace: float) -> bool:
     return not created or now - created >= grace
 
 
-def _condition(sent: Sent, key: str, message: str, session: str, fence: int, tag: str) -> list[PodStatus]:
+def _uid(task: Any) -> str:
+    return str(task.pod.metadata.uid or "")
+
+
+def _condition(sent: Sent, key: str, message: str, session: str, fence: int, tag: str, uid: str) -> list[PodStatus]:
     now_sent = ("Unschedulable", message, "")
     if sent.pods.get(key) == now_sent:
         return []
@@ -162,6 +167,7 @@ def _condition(sent: Sent, key: str, message: str, session: str, fence: int, tag
             reason="Unschedulable",
             message=message,
             fence=fence,
+            uid=uid,
         )
     ]
 
@@ -183,10 +189,20 @@ def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) ->
 
 
 def decisions(
-    result: SessionResult, session: str, fence: int, sent: Sent, now: str, clock: float = 0.0, expires: float = 0.0
+    result: SessionResult,
+    session: str,
+    fence: int,
+    sent: Sent,
+    now: str,
+    clock: float = 0.0,
+    expires: float = 0.0,
+    snapshot: Snapshot | None = None,
 ) -> Decisions:
     """The messages of one session.  Binds and evictions carry ``expires``: no binder executes
-    them later, so the scheduler can tell when an unreported one will never run."""
+    them later, so the scheduler can tell when an unreported one will never run.  ``snapshot``
+    (the session's) gives status writes and evictions the uid of their object, which the
+    binder's Events need (``kubectl describe`` finds an object's Events by its uid), and an
+    eviction the job it makes room for."""
     out = Decisions()
     by_job: dict[str, list[BindItem]] = {}
     for task, node in result.binds:
@@ -204,6 +220,7 @@ def decisions(
                     items=items[start : start + BINDS_PER_MESSAGE],
                 )
             )
+    waiting = _waiting_on(result, snapshot)
     for task, reason in result.evictions:
         out.evictions.append(
             Evict(
@@ -217,6 +234,8 @@ def decisions(
                 session=session,
                 fence=fence,
                 expires=expires,
+                for_job=_beneficiary(waiting, task),
+                group_uid=_podgroup_uid(snapshot, task.job),
             )
         )
     for uid, update in result.podgroups.items():
@@ -229,6 +248,7 @@ def decisions(
                     name=name,
                     status=podgroup_status(update, now),
                     fence=fence,
+                    uid=_podgroup_uid(snapshot, uid),
                 )
             )
     for name, allocated in result.queues.items():
@@ -251,6 +271,37 @@ def decisions(
                 message=why.message,
                 nominated_node=why.nominated_node,
                 fence=fence,
+                uid=_pod_uid(snapshot, key),
             )
         )
     return out
+
+
+def _podgroup_uid(snapshot: Snapshot | None, job: str) -> str:
+    info = snapshot.jobs.get(job) if snapshot is not None else None
+    pg = info.podgroup if info is not None else None
+    return str(pg.metadata.uid or "") if pg is not None else ""
+
+
+def _pod_uid(snapshot: Snapshot | None, key: str) -> str:
+    task = snapshot.tasks.get(key) if snapshot is not None else None
+    return _uid(task) if task is not None else ""
+
+
+def _waiting_on(result: SessionResult, snapshot: Snapshot | None) -> dict[str, set[str]]:
+    """Per node, the jobs with tasks pipelined onto it: waiting for the room evictions make."""
+    out: dict[str, set[str]] = {}
+    if snapshot is None:
+        return out
+    for key, node in result.pipelined.items():
+        task = snapshot.tasks.get(key)
+        if task is not None:
+            out.setdefault(node, set()).add(task.job)
+    return out
+
+
+def _beneficiary(waiting: dict[str, set[str]], victim: Any) -> str:
+    """The job an eviction makes room for (the preemptor's or reclaimer's), when only one job
+    waits on the victim's node; "" when it is not known which."""
+    jobs = waiting.get(victim.node_name, set()) - {victim.job}
+    return next(iter(jobs)) if len(jobs) == 1 else ""

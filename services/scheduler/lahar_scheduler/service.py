@@ -468,7 +468,7 @@ class SchedulerService:
             self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid, clock=time.perf_counter
         )
         expires = now + self.decision_ttl
-        out = decisions(result, uid, self.fence, self.sent, stamp, now, expires)
+        out = decisions(result, uid, self.fence, self.sent, stamp, now, expires, snapshot=self.snapshot)
         out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
         out.pods.extend(pod_conditions(self.snapshot, self.view.invalid, uid, self.fence, self.sent))
         if _idle(result, out):
