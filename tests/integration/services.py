@@ -65,13 +65,20 @@ class Running:
                     await asyncio.wait_for(got, CLOSE_TIMEOUT)
 
 
+# A cluster: the emulator's URL (no authentication), or a function giving the client of a role
+# ("cache", "binder", ...), e.g. ``Cluster.client``: on a real control plane each service then
+# acts with its own ServiceAccount's token.
+Kube = str | Callable[[str], KubeClient]
+
+
 class Stack:
-    """cache + scheduler + binders against one emulator, one NATS, one Redis."""
+    """cache + scheduler + binders against one cluster, one NATS, one Redis."""
 
     def __init__(
-        self, sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
+        self, kube: Kube, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
     ) -> None:
-        self.sim_url, self.nats_url, self.redis_url, self.nats_ca = sim_url, nats_url, redis_url, nats_ca
+        self.kube_for: Callable[[str], KubeClient] = (lambda role: kube_for(kube)) if isinstance(kube, str) else kube
+        self.nats_url, self.redis_url, self.nats_ca = nats_url, redis_url, nats_ca
         self.names = Names(prefix)
         self.running: list[Running] = []
         self.traces = traces
@@ -87,11 +94,11 @@ class Stack:
         self.providers.append(provider)
         return provider.get_tracer(f"lahar.{service}")
 
-    async def _deps(self) -> tuple[Any, Any, aioredis.Redis, KubeClient]:
+    async def _deps(self, role: str) -> tuple[Any, Any, aioredis.Redis, KubeClient]:
         nc = await connect_nats(self.nats_url, ca=self.nats_ca)
         js = nc.jetstream()
         rc = aioredis.from_url(self.redis_url)
-        return nc, js, rc, kube_for(self.sim_url)
+        return nc, js, rc, self.kube_for(role)
 
     async def _start(self, service: Any, nc: Any, rc: Any, kube: KubeClient | None) -> Running:
         stop = asyncio.Event()
@@ -105,7 +112,7 @@ class Stack:
         return run
 
     async def cache(self, **options: Any) -> Running:
-        nc, js, rc, kube = await self._deps()
+        nc, js, rc, kube = await self._deps("cache")
         svc = CacheService(
             kube,
             js,
@@ -118,7 +125,7 @@ class Stack:
         return await self._start(svc, nc, rc, kube)
 
     async def scheduler(self, conf: str | None = None, period: float = 1.0) -> Running:
-        nc, js, rc, kube = await self._deps()
+        nc, js, rc, kube = await self._deps("scheduler")
         await kube.close()
         svc = SchedulerService(
             nc,
@@ -133,7 +140,7 @@ class Stack:
         return await self._start(svc, nc, rc, None)
 
     async def binder(self, max_in_flight: int = 64) -> Running:
-        nc, js, rc, kube = await self._deps()
+        nc, js, rc, kube = await self._deps("binder")
         svc = BinderService(
             kube,
             js,
@@ -146,7 +153,7 @@ class Stack:
         return await self._start(svc, nc, rc, kube)
 
     async def controller(self, **options: Any) -> Running:
-        nc, js, rc, kube = await self._deps()
+        nc, js, rc, kube = await self._deps("controller")
         svc = ControllerService(
             kube, js, Mirror(rc, self.names.redis_prefix), self.names, CollectorRegistry(), **options
         )
@@ -174,9 +181,9 @@ async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) 
 
 @contextlib.asynccontextmanager
 async def stack(
-    sim_url: str, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
+    kube: Kube, nats_url: str, redis_url: str, prefix: str, traces: str | None = None, nats_ca: str = ""
 ) -> AsyncIterator[Stack]:
-    s = Stack(sim_url, nats_url, redis_url, prefix, traces, nats_ca)
+    s = Stack(kube, nats_url, redis_url, prefix, traces, nats_ca)
     try:
         yield s
     finally:
