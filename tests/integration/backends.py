@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ SYSTEM_NAMESPACE = "lahar-system"  # where deploy/ puts the ServiceAccounts
 ROLES = ("cache", "scheduler", "binder", "controller", "admission")
 BACKENDS = ("sim", "kube")
 READY_TIMEOUT = 60.0
+_REQUESTS = re.compile(r"^apiserver_request_total(\{[^}]*\}) (\S+)$", re.M)
 
 
 @dataclass
@@ -80,6 +82,8 @@ class Cluster:
     _nodes: list[str] = field(default_factory=list)
     admin: KubeClient = field(init=False)
 
+    _denied_before: dict[str, float] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.admin = self.client("admin")
 
@@ -97,6 +101,7 @@ class Cluster:
         return str(self.ids.kubeconfigs[role])
 
     async def start(self) -> None:
+        self._denied_before = await self.denied()
         self.ns = f"t-{uuid.uuid4().hex[:10]}"
         await self.admin.create(
             "namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}}
@@ -134,6 +139,25 @@ class Cluster:
             if not node_ready(node):
                 return False
         return True
+
+    async def denied(self) -> dict[str, float]:
+        """The API server's count of requests it refused with 403, by verb and resource (kube
+        only).  The test acts as admin, so every 403 during a test is a service's: a permission
+        its deploy/ ClusterRole lacks, which the service may only log and retry."""
+        if self.backend != "kube":
+            return {}
+        text = (await self.admin._request("GET", "/metrics")).decode()
+        return {m[0]: float(m[1]) for m in _REQUESTS.findall(text) if 'code="403"' in m[0]}
+
+    async def new_denials(self) -> dict[str, float]:
+        now = await self.denied()
+        return {k: v - self._denied_before.get(k, 0.0) for k, v in now.items() if v > self._denied_before.get(k, 0.0)}
+
+    async def expect_denials(self) -> dict[str, float]:
+        """The 403s so far, which the test meant to cause: the fixture then does not fail on them."""
+        found = await self.new_denials()
+        self._denied_before = await self.denied()
+        return found
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -165,5 +165,7 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
     try:
         await c.start()
         yield c
+        denied = await c.new_denials()
+        assert not denied, f"the API server refused a service (403; a permission deploy/ lacks?): {denied}"
     finally:
         await c.close()
