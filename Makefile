@@ -27,6 +27,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/lahar bench scheduler --nodes 5000 --pods 50000 --tasks-per-job 10
 	$(BIN)/lahar bench e2e --nodes 1000 --jobs 500 --tasks-per-job 20
+	@# The same workload on kube-apiserver + KWOK (needs Go for the first build of the binaries).
+	@if command -v go >/dev/null || $(BIN)/python -c 'import sys; from lahar.kube.build import cached; sys.exit(not cached())'; \
+	then $(BIN)/lahar bench e2e --nodes 1000 --jobs 500 --tasks-per-job 20 --control-plane kube; \
+	else echo "bench e2e --control-plane kube skipped: the Go toolchain is not installed"; fi
 	$(BIN)/lahar bench sim
 	$(BIN)/lahar bench admission
 	$(BIN)/lahar bench controller --jobs 1000 --pods-per-job 10

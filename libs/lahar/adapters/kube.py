@@ -60,6 +60,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("nodes", "v1", False),
         Resource("pods", "v1", True),
         Resource("namespaces", "v1", False),
+        Resource("serviceaccounts", "v1", True),
         Resource("resourcequotas", "v1", True),
         Resource("events", "v1", True),
         Resource("services", "v1", True),

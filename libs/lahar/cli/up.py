@@ -21,6 +21,14 @@ def register(sub: Any) -> None:
 def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go")
     p.add_argument("--kubeconfig", help="use this cluster instead of starting the emulator")
+    p.add_argument(
+        "--control-plane",
+        choices=("sim", "kube"),
+        default="sim",
+        help="sim: Lahar's API emulator (default); kube: a real kube-apiserver, etcd, "
+        "kube-controller-manager and KWOK nodes (built once with Go; see `lahar kube`), "
+        "each service running as its deploy/ ServiceAccount",
+    )
     p.add_argument("--nats-url", help="use this NATS server instead of starting one")
     p.add_argument("--redis-url", help="use this Redis/Valkey server instead of starting one")
     p.add_argument("--binders", type=int, default=2, help="binder replicas at start (they scale up on load)")
@@ -30,9 +38,7 @@ def add_stack_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=float, default=1.0, help="seconds between scheduling sessions")
     p.add_argument("--conf", help="a volcano-scheduler.conf for the scheduler")
     p.add_argument("--no-admission", action="store_true", help="do not run the admission webhook")
-    p.add_argument(
-        "--replicas", type=int, default=1, help="replicas of cache, controller, scheduler (one leads)"
-    )
+    p.add_argument("--replicas", type=int, default=1, help="replicas of cache, controller, scheduler (one leads)")
     p.add_argument("--leader-ttl", type=float, default=2.0, help="seconds a leader's lease lasts without renewal")
 
 
@@ -53,7 +59,13 @@ def stack_config(args: argparse.Namespace) -> Any:
         scheduler_conf=str(Path(args.conf).resolve()) if args.conf else None,
         replicas=args.replicas,
         leader_ttl=args.leader_ttl,
+        control_plane=args.control_plane,
+        progress=_say,
     )
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def validate(args: argparse.Namespace) -> list[str]:
@@ -68,9 +80,28 @@ def validate(args: argparse.Namespace) -> list[str]:
         errors.append("--replicas: must be at least 1")
     if args.leader_ttl < 0.5:
         errors.append("--leader-ttl: must be at least 0.5 seconds")
+    if args.kubeconfig and args.control_plane == "kube":
+        errors.append("--control-plane kube: starts a cluster of its own; it cannot be used with --kubeconfig")
     if args.kubeconfig and not Path(args.kubeconfig).exists():
         errors.append(f"--kubeconfig: {args.kubeconfig} does not exist")
+    if args.conf:
+        errors += _conf_errors(args.conf)
     return errors
+
+
+def _conf_errors(path: str) -> list[str]:
+    """The scheduler would refuse a bad configuration seconds after start, in a log line: check
+    it here, before anything starts, with the scheduler's own parser."""
+    from lahar_scheduler.core import load_conf
+    from lahar_scheduler.framework.conf import ConfError
+
+    try:
+        load_conf(Path(path).read_text())
+    except OSError as exc:
+        return [f"--conf: {path}: cannot read: {exc.strerror}"]
+    except ConfError as exc:
+        return [f"--conf: {path}: {exc}"]
+    return []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,21 +112,37 @@ def run(args: argparse.Namespace) -> int:
         print("lahar up: " + "; ".join(errors), file=sys.stderr)
         return 2
     stack = LocalStack(stack_config(args))
-    print(f"starting infra, {'' if args.kubeconfig else 'the emulator, '}and the services...", file=sys.stderr)
+    cluster = {"sim": "the emulator, ", "kube": "Kubernetes (kube-apiserver, etcd, KWOK), "}[args.control_plane]
+    print(f"starting infra, {'' if args.kubeconfig else cluster}and the services...", file=sys.stderr)
     try:
-        stack.start()
+        stack.start()  # on any failure, Ctrl-C included, it has stopped what it started
     except RuntimeError as exc:
         print(f"lahar up: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\nlahar up: interrupted while starting; everything it started is stopped", file=sys.stderr)
+        return 130
     try:
-        print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
-        env = stack.env()
-        urls = " ".join(f"{k}={env[k]}" for k in ("LAHAR_NATS_URL", "LAHAR_NATS_CA", "LAHAR_REDIS_URL"))
-        print(f"as admin: {urls}", file=sys.stderr)
-        print(f"traces: {stack.traces}; logs: {stack.dir / 'logs'}", file=sys.stderr)
+        _print_ready(stack)
         return asyncio.run(_watch(stack))
+    except KeyboardInterrupt:
+        return 130
     finally:
         stack.stop()
+
+
+def _print_ready(stack: Any) -> None:
+    print(f"ready: KUBECONFIG={stack.kubeconfig}", file=sys.stderr)
+    env = stack.env()
+    urls = " ".join(f"{k}={env[k]}" for k in ("LAHAR_NATS_URL", "LAHAR_NATS_CA", "LAHAR_REDIS_URL"))
+    print(f"as admin: {urls}", file=sys.stderr)
+    for child in stack.children:
+        if child.port and child.name != "admission":
+            base = f"http://127.0.0.1:{child.port}"
+            print(f"  {child.identity:<13} {base}/metrics  {base}/readyz", file=sys.stderr)
+    if stack.config.admission:
+        print(f"  {'admission':<13} {stack.admission_url}/readyz (webhooks)", file=sys.stderr)
+    print(f"traces: {stack.trace_destination()}; logs: {stack.dir / 'logs'}", file=sys.stderr)
 
 
 async def _watch(stack: Any) -> int:
@@ -130,6 +177,10 @@ async def _watch(stack: Any) -> int:
             seen_events = len(stack.keeper.events)
             if any(c.name == "sim" for c in stack.dead()):
                 print(f"\nlahar up: the emulator exited; stopping (see {stack.dir / 'logs'})", file=sys.stderr)
+                await nc.close()
+                return 1
+            if stack.kube is not None and (gone := stack.kube.dead()):
+                print(f"\nlahar up: the control plane lost {', '.join(gone)}; stopping", file=sys.stderr)
                 await nc.close()
                 return 1
             with contextlib.suppress(TimeoutError):

@@ -1,4 +1,5 @@
-"""``lahar bench e2e``: the distributed system against the emulator, first pod created → last bind.
+"""``lahar bench e2e``: the distributed system against the emulator (or, with ``--control-plane
+kube``, a real kube-apiserver with KWOK nodes), first pod created → last bind.
 
 The stack (infra, emulator, admission, cache, controller, scheduler, binders) runs as separate
 processes.  A load generator in its own process submits the jobs (so it does not compete with the
@@ -32,6 +33,7 @@ class E2EConfig:
     timeout: float = 300.0
     state_dir: str | None = None
     traces: bool = True
+    control_plane: str = "sim"
 
 
 def _generate(kubeconfig: str, jobs: int, tasks: int, created: Any) -> None:
@@ -52,9 +54,10 @@ def _generate(kubeconfig: str, jobs: int, tasks: int, created: Any) -> None:
 
 async def _measure(stack: Any, cfg: E2EConfig) -> dict[str, Any]:
     from lahar.adapters.kube import KubeClient, KubeConfig
-    from lahar.e2e.workload import Tracker, ensure_queues, watch_binds
+    from lahar.e2e.workload import Tracker, ensure_namespace, ensure_queues, watch_binds
 
     kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+    await ensure_namespace(kube, "bench", account_timeout=60.0 if cfg.control_plane == "kube" else 0.0)
     await ensure_queues(kube, {"default": 1})
     tracker = Tracker(expected=cfg.jobs * cfg.tasks_per_job)
     # Every pod the generator creates is tracked: mark them all expected up front.
@@ -95,6 +98,8 @@ def run_e2e(cfg: E2EConfig) -> dict[str, Any]:
             max_in_flight=cfg.max_in_flight,
             sim_args=sim_args,
             traces=cfg.traces,
+            control_plane=cfg.control_plane,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
     )
     stack.start(timeout=120)
@@ -109,13 +114,14 @@ def run_e2e(cfg: E2EConfig) -> dict[str, Any]:
             "tasks_per_job": cfg.tasks_per_job,
             "binders": cfg.binders,
             "traces_exported": cfg.traces,
+            "control_plane": cfg.control_plane,
         }
     )
     return result
 
 
 def register_bench(bench: Any) -> None:
-    p = bench.add_parser("e2e", help="the distributed system end to end against the emulator")
+    p = bench.add_parser("e2e", help="the distributed system end to end against the emulator or real Kubernetes")
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--tasks-per-job", type=int, default=20)
@@ -125,6 +131,12 @@ def register_bench(bench: Any) -> None:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--state-dir")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--control-plane",
+        choices=("sim", "kube"),
+        default="sim",
+        help="sim: Lahar's API emulator; kube: kube-apiserver + etcd + KWOK nodes (see `lahar kube`)",
+    )
     p.add_argument(
         "--no-traces",
         dest="traces",
@@ -149,13 +161,15 @@ def _cli(args: Any) -> int:
         args.timeout,
         args.state_dir,
         args.traces,
+        args.control_plane,
     )
     result = run_e2e(cfg)
     if args.output == "json":
         print(json.dumps(result))
     else:
         print(
-            f"{result['pods_bound']}/{cfg.jobs * cfg.tasks_per_job} pods bound on {cfg.nodes} nodes in "
+            f"{result['pods_bound']}/{cfg.jobs * cfg.tasks_per_job} pods bound on {cfg.nodes} nodes "
+            f"({cfg.control_plane}) in "
             f"{result['seconds']} s: {result['pods_per_second']} pods/s; latency p50 "
             f"{result['p50_latency_seconds']} s, p99 {result['p99_latency_seconds']} s; "
             f"submitting took {result['creation_seconds']} s"

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from lahar.adapters.kube import Conflict, KubeClient, KubeError
+from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound
 
 GROUP = "scheduling.k8s.io/group-name"
 
@@ -111,6 +111,22 @@ def pod_object(ns: str, job: JobSpec, index: int) -> dict[str, Any]:
             ],
         },
     }
+
+
+async def ensure_namespace(kube: KubeClient, ns: str, account_timeout: float = 0.0) -> None:
+    """Create ``ns``; with ``account_timeout``, also wait for its ``default`` ServiceAccount: on
+    Kubernetes, kube-controller-manager adds it a moment later and pods are refused until then."""
+    with contextlib.suppress(Conflict):
+        await kube.create("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    deadline = time.monotonic() + account_timeout
+    while account_timeout:
+        try:
+            await kube.get("serviceaccounts", ns, "default")
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)  # polling interval of a deadline-bounded wait
 
 
 async def ensure_queues(kube: KubeClient, weights: dict[str, int]) -> None:

@@ -1,10 +1,11 @@
 """The whole system on one machine, as separate processes: infra, emulator, services.
 
 ``LocalStack`` starts NATS and Valkey (unless URLs are given), the Kubernetes API emulator
-(unless a kubeconfig is given), the admission webhook (registered with the cluster), the cache,
-the scheduler and N binders.  Every child is in its own process group with a parent-death signal,
-so nothing outlives the stack.  Binders scale between ``binders`` and ``max_binders`` with the
-length of the decision queue.
+(unless a kubeconfig is given, or ``control_plane="kube"`` asks for a real kube-apiserver with
+KWOK nodes, where each service runs as its deploy/ ServiceAccount), the admission webhook
+(registered with the cluster), the cache, the scheduler and N binders.  Every child is in its own
+process group with a parent-death signal, so nothing outlives the stack.  Binders scale between
+``binders`` and ``max_binders`` with the length of the decision queue.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from lahar.adapters.otel import EXPORTER_ENV
 from lahar.infra import EmbeddedServer, Infra
 from lahar.infra.process import free_port, spawn, stop
 from lahar.up.keeper import Keeper
+from lahar.up.kube import KubeBackend
 from lahar.wire.names import Names
 
 log = logging.getLogger("lahar.up")
@@ -89,6 +93,9 @@ class StackConfig:
     leader_ttl: float = 2.0
     ack_wait: float = 30.0
     traces: bool = True  # export spans to DIR/traces.jsonl (spans are made and propagated either way)
+    control_plane: str = "sim"  # "sim": Lahar's emulator; "kube": kube-apiserver + KWOK (lahar.kube)
+    kube_build_jobs: int = 1  # Go packages compiled at once if the kube binaries are not cached yet
+    progress: Callable[[str], None] | None = None  # start-up news of the control plane (default: the log)
 
 
 class LocalStack:
@@ -102,6 +109,7 @@ class LocalStack:
         self.names = Names(config.prefix)
         self._binder_seq = 0
         self.keeper = Keeper(self)
+        self.kube: KubeBackend | None = None
 
     # -- start -----------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> LocalStack:
@@ -122,7 +130,7 @@ class LocalStack:
                 prefix=self.config.prefix,
             )
             self.infra.start()
-            self.kubeconfig = self.config.kubeconfig or self._start_sim(timeout)
+            self.kubeconfig = self.config.kubeconfig or self._start_cluster(timeout)
             if self.config.admission:
                 self._start_admission(timeout)
             for i in range(1, self.config.replicas + 1):
@@ -132,7 +140,7 @@ class LocalStack:
                 self.add_binder()
             self._wait_ready(timeout)
             self.keeper.start()
-            if not self.config.kubeconfig:
+            if not self.config.kubeconfig and self.kube is None:
                 shutil.copyfile(self.kubeconfig, self.dir / "kubeconfig")
                 self.kubeconfig = str(self.dir / "kubeconfig")
         except BaseException:
@@ -147,11 +155,20 @@ class LocalStack:
         return {
             **os.environ,
             **self.infra.client_env(role),
-            "KUBECONFIG": self.kubeconfig,
+            # On the real control plane each service is its own ServiceAccount; tools are admin.
+            "KUBECONFIG": self.kube.kubeconfigs.get(role, self.kubeconfig) if self.kube else self.kubeconfig,
             "LAHAR_PREFIX": self.config.prefix,
-            "LAHAR_OTEL_EXPORTER": f"jsonl:{self.traces}" if self.config.traces else "none",
+            "LAHAR_OTEL_EXPORTER": self.trace_destination(),
             "LAHAR_LOG_LEVEL": os.environ.get("LAHAR_LOG_LEVEL", "info"),
         }
+
+    def trace_destination(self) -> str:
+        """Where the services export spans: none when traces are off; else the user's own
+        ``LAHAR_OTEL_EXPORTER`` (e.g. otlp, with the standard ``OTEL_EXPORTER_OTLP_*``
+        variables), else DIR/traces.jsonl."""
+        if not self.config.traces:
+            return "none"
+        return os.environ.get(EXPORTER_ENV) or f"jsonl:{self.traces}"
 
     def _spawn(
         self, name: str, argv: list[str], port: int = 0, env: dict[str, str] | None = None, log_name: str = ""
@@ -167,6 +184,13 @@ class LocalStack:
         """Start a dead child again as it was first started: same identity, port and settings."""
         child.proc = spawn([sys.executable, "-m", "lahar", *child.argv], child.log_path, child.env, append=True)
         child.restarts += 1
+
+    def _start_cluster(self, timeout: float) -> str:
+        if self.config.control_plane != "kube":
+            return self._start_sim(timeout)
+        say = self.config.progress or log.info
+        self.kube = KubeBackend(self.dir, self.config.nodes, say, self.config.kube_build_jobs)
+        return self.kube.start()
 
     def _start_sim(self, timeout: float) -> str:
         path = self.dir / "sim.kubeconfig"
@@ -368,6 +392,9 @@ class LocalStack:
         for child in order:
             with contextlib.suppress(Exception):
                 stop(child.proc, 20.0)
+        if self.kube is not None:
+            self.kube.stop()
+            self.kube = None
         if self.infra is not None:
             self.infra.stop()
             self.infra = None

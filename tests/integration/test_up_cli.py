@@ -1,0 +1,142 @@
+"""``lahar up`` as an operator runs it: a bad --conf is refused before anything starts, Ctrl-C
+while starting ends cleanly, and the user's own OTLP exporter receives the services' spans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from lahar.e2e.workload import JobSpec, Tracker, ensure_queues, submit
+from lahar.up.stack import LocalStack, StackConfig
+
+from .services import poll
+
+BAD_CONF = """
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: no-such-plugin
+"""
+
+
+def _lahar(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lahar", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+
+
+def test_a_bad_conf_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text(BAD_CONF)
+    started = time.monotonic()
+    proc = _lahar("up", "--state-dir", str(tmp_path / "s"), "--conf", str(conf))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert f"--conf: {conf}" in err and "no-such-plugin" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "s" / "logs").exists()  # nothing was started
+    assert time.monotonic() - started < 30
+
+
+def test_a_missing_conf_file_is_named(tmp_path: Path) -> None:
+    proc = _lahar("up", "--state-dir", str(tmp_path / "s"), "--conf", str(tmp_path / "absent.conf"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "absent.conf: cannot read" in err, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_starting_ends_cleanly(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    proc = _lahar("up", "--state-dir", str(state), "--nodes", "2:cpu=4")
+    logs = state / "logs"
+    deadline = time.monotonic() + 60
+    # Interrupt once the services are being started, before the stack is ready.
+    while not (logs.exists() and any(logs.glob("cache-*.log"))) and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling interval of a deadline-bounded wait
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (0, 130), err
+    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"processes left in the session: {left.stdout}"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """An OTLP/HTTP trace receiver: POST /v1/traces with a protobuf body."""
+
+    services: list[str] = []
+
+    def do_POST(self) -> None:  # the name http.server calls
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        request = ExportTraceServiceRequest.FromString(body)
+        for spans in request.resource_spans:
+            for attr in spans.resource.attributes:
+                if attr.key == "service.name":
+                    self.services.append(attr.value.string_value)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def otlp_receiver() -> Iterator[tuple[str, list[str]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    _Receiver.services = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Receiver.services
+    server.shutdown()
+
+
+@pytest.mark.slow
+async def test_the_users_otlp_exporter_gets_the_spans(
+    tmp_path: Path, lahar_infra: Any, otlp_receiver: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint, services = otlp_receiver
+    monkeypatch.setenv("LAHAR_OTEL_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
+    cfg = StackConfig(
+        state_dir=tmp_path,
+        nats_url=lahar_infra.nats_url,
+        nats_ca=lahar_infra.nats_ca,
+        redis_url=lahar_infra.redis_url,
+        prefix="upotlp",
+        nodes=("2:cpu=4,memory=16Gi",),
+        binders=1,
+        max_binders=1,
+        period=0.3,
+        admission=False,
+    )
+    stack = LocalStack(cfg).start(timeout=120)
+    try:
+        from lahar.adapters.kube import KubeClient, KubeConfig
+
+        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+        await ensure_queues(kube, {"default": 1})
+        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
+        await kube.close()
+        await poll(lambda: {"scheduler", "binder"} <= set(services), 60)
+        assert not stack.traces.exists()  # the user's exporter replaced the default file
+    finally:
+        stack.stop()
