@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +36,6 @@ SYSTEM_NAMESPACE = "lahar-system"  # where deploy/ puts the ServiceAccounts
 ROLES = ("cache", "scheduler", "binder", "controller", "admission")
 BACKENDS = ("sim", "kube")
 READY_TIMEOUT = 60.0
-_REQUESTS = re.compile(r"^apiserver_request_total(\{[^}]*\}) (\S+)$", re.M)
 
 
 @dataclass
@@ -46,6 +44,7 @@ class Identities:
 
     url: str
     kubeconfigs: dict[str, Path]
+    audit_log: Path | None = None  # the API server's audit of the services' requests
 
     def client(self, role: str) -> KubeClient:
         if role not in self.kubeconfigs:
@@ -68,7 +67,7 @@ def kube_identities(plane: ControlPlane, folder: Path) -> Identities:
         path = folder / f"{role}.kubeconfig"
         write_kubeconfig(path, plane.url, admin.ca, identity.token(admin, SYSTEM_NAMESPACE, f"lahar-{role}"))
         paths[role] = path
-    return Identities(plane.url, paths)
+    return Identities(plane.url, paths, plane.audit_log if plane.audit else None)
 
 
 @dataclass
@@ -82,7 +81,7 @@ class Cluster:
     _nodes: list[str] = field(default_factory=list)
     admin: KubeClient = field(init=False)
 
-    _denied_before: dict[str, float] = field(default_factory=dict)
+    _audit_from: int = 0
 
     def __post_init__(self) -> None:
         self.admin = self.client("admin")
@@ -101,7 +100,7 @@ class Cluster:
         return str(self.ids.kubeconfigs[role])
 
     async def start(self) -> None:
-        self._denied_before = await self.denied()
+        self._audit_from = self._audit_size()
         self.ns = f"t-{uuid.uuid4().hex[:10]}"
         await self.admin.create(
             "namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}}
@@ -140,24 +139,32 @@ class Cluster:
                 return False
         return True
 
-    async def denied(self) -> dict[str, float]:
-        """The API server's count of requests it refused with 403, by verb and resource (kube
-        only).  The test acts as admin, so every 403 during a test is a service's: a permission
-        its deploy/ ClusterRole lacks, which the service may only log and retry."""
-        if self.backend != "kube":
-            return {}
-        text = (await self.admin._request("GET", "/metrics")).decode()
-        return {m[0]: float(m[1]) for m in _REQUESTS.findall(text) if 'code="403"' in m[0]}
+    def new_denials(self) -> list[str]:
+        """The requests of a service that the API server refused with 403 since the test began,
+        as "USER VERB PATH" (kube only; from its audit log).  A service may only log a refusal
+        and retry, so the fixture fails the test on any: a permission deploy/ lacks."""
+        log = self.ids.audit_log
+        if log is None or not log.exists():
+            return []
+        with log.open("rb") as f:
+            f.seek(self._audit_from)
+            lines = f.read().splitlines()
+        refused = []
+        for line in lines:
+            event = json.loads(line)
+            if event.get("responseStatus", {}).get("code") == 403:
+                refused.append(f"{event['user']['username']} {event['verb']} {event['requestURI']}")
+        return refused
 
-    async def new_denials(self) -> dict[str, float]:
-        now = await self.denied()
-        return {k: v - self._denied_before.get(k, 0.0) for k, v in now.items() if v > self._denied_before.get(k, 0.0)}
-
-    async def expect_denials(self) -> dict[str, float]:
-        """The 403s so far, which the test meant to cause: the fixture then does not fail on them."""
-        found = await self.new_denials()
-        self._denied_before = await self.denied()
+    def expect_denials(self) -> list[str]:
+        """The refusals so far, which the test meant to cause: the fixture does not fail on them."""
+        found = self.new_denials()
+        self._audit_from = self._audit_size()
         return found
+
+    def _audit_size(self) -> int:
+        log = self.ids.audit_log
+        return log.stat().st_size if log is not None and log.exists() else 0
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

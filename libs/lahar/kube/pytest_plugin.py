@@ -62,7 +62,9 @@ def kube_control_plane(
     kube_binaries: build.Binaries, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     state = tmp_path_factory.mktemp("kube")
-    with ControlPlane(state, [parse_spec(s) for s in SESSION_NODES], kube_binaries, lambda line: None) as plane:
+    specs = [parse_spec(s) for s in SESSION_NODES]
+    # Audited: the integration tests fail on any request of a service that RBAC refused.
+    with ControlPlane(state, specs, kube_binaries, lambda line: None, audit=True) as plane:
         yield plane
 
 
