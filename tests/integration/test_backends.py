@@ -17,9 +17,9 @@ async def test_a_call_outside_a_role_is_refused_and_seen(cluster: Cluster) -> No
         await binder.list("nodes")
         assert cluster.new_denials() == []
         return
-    with pytest.raises(PermanentKubeError) as refused:
+    with pytest.raises(PermanentKubeError) as error:
         await binder.list("nodes")
-    assert refused.value.status == 403
+    assert error.value.status == 403
     refused = cluster.expect_denials()
     assert refused == ["system:serviceaccount:lahar-system:lahar-binder list /api/v1/nodes?limit=5000"], refused
 

@@ -241,3 +241,80 @@ async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
     assert ("scheduler.session", "scheduler") in names
     deltas = [x for x in path if x["name"] == "cache.delta"]
     assert any(d["attributes"].get("lahar.pod") == f"{ns}/t-0" for d in deltas), names
+
+
+# Volcano's default actions and tiers, with preempt: a starving job may evict tasks of lower
+# priority jobs of its queue, through the binder's pods/eviction calls.
+PREEMPT_CONF = """\
+actions: "enqueue, allocate, preempt, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+PRIORITIES = {"lahar-test-high": 1000, "lahar-test-low": 10}
+
+
+async def ensure_priority_classes(kube: KubeClient) -> None:
+    from lahar.adapters.kube import Conflict
+
+    for name, value in PRIORITIES.items():
+        pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        with contextlib.suppress(Conflict):
+            await kube.create("priorityclasses", "", pc)
+
+
+def pinned(obj: dict[str, Any], node_label: str, priority: str) -> dict[str, Any]:
+    """A pod that only the test's own node takes (its label and taint), of a given priority."""
+    key, _, value = node_label.partition("=")
+    obj["spec"]["nodeSelector"] = {key: value}
+    obj["spec"]["tolerations"] = [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]
+    obj["spec"]["priorityClassName"] = priority
+    obj["spec"]["terminationGracePeriodSeconds"] = 1  # an evicted pod goes within a second
+    return obj
+
+
+async def test_a_high_priority_gang_evicts_lower_priority_pods_through_the_binder(
+    cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    kube, ns = cluster.admin, cluster.ns
+    conf = tmp_path / "preempt.yaml"
+    conf.write_text(PREEMPT_CONF)
+    label = f"lahar-test={ns}"
+    # One 8-cpu node of the test's own, which the pods below alone tolerate.
+    [node] = await cluster.add_nodes(f"1:cpu=8,memory=32Gi,label.{label},taint.{label}:NoSchedule,name={ns}")
+    await ensure_priority_classes(kube)
+    async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler(str(conf), period=0.2)
+        binder = await s.binder()
+        low = podgroup(ns, "low", 1)
+        low["spec"]["priorityClassName"] = "lahar-test-low"
+        await kube.create("podgroups", ns, low)
+        for i in range(4):  # 4 x 2 cpu: the node is full
+            await kube.create("pods", ns, pinned(pod(ns, f"low-{i}", "low", cpu="2"), label, "lahar-test-low"))
+
+        async def placed(names: list[str]) -> bool:
+            return all([await node_of(kube, ns, name) == node for name in names])
+
+        await poll(lambda: placed([f"low-{i}" for i in range(4)]), timeout=10.0)
+        for i in range(2):  # 2 x 2 cpu, all or nothing: room for them only if two low pods go
+            await kube.create("pods", ns, pinned(pod(ns, f"high-{i}", "high", cpu="2"), label, "lahar-test-high"))
+        high = podgroup(ns, "high", 2)
+        high["spec"]["priorityClassName"] = "lahar-test-high"
+        await kube.create("podgroups", ns, high)
+
+        await poll(lambda: placed(["high-0", "high-1"]), timeout=20.0)
+        left, _ = await kube.list("pods")
+        survivors = sorted(i.key for i in left if i.key.startswith(f"{ns}/low-"))
+        evictions = binder.service.metrics.calls.labels("evict", "done")._value.get()
+    assert len(survivors) == 2, survivors
+    assert evictions == 2
