@@ -50,7 +50,7 @@ def stack(
         nats_url=lahar_infra.nats_url,
         nats_ca=lahar_infra.nats_ca,
         redis_url=lahar_infra.redis_url,
-        prefix="upadm",
+        prefix=f"upadm{request.param}",  # its own streams and mirror: another cluster
         nodes=("4:cpu=8,memory=16Gi,pods=110",),
         binders=1,
         max_binders=1,
