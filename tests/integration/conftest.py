@@ -143,7 +143,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("cluster") == "kube":
+        # "kube" as the value of a backend parameter: the cluster fixture, a stack's, a scenario's
+        if callspec is not None and any(isinstance(v, str) and v == "kube" for v in callspec.params.values()):
             item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
 
 
