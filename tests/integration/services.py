@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ def kube_for(url: str) -> KubeClient:
 
 
 CLOSE_TIMEOUT = 10.0
+STOP_TIMEOUT = 20.0
 
 
 @dataclass
@@ -43,26 +44,35 @@ class Running:
 
     async def close(self) -> None:
         self.stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.task, 20)
-        for close in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                got = close()
-                if asyncio.iscoroutine(got):
-                    # bounded: a client that cannot close (its server gone) must not hang the test
-                    await asyncio.wait_for(got, CLOSE_TIMEOUT)
+        await bounded(self.task, STOP_TIMEOUT)
+        await self._close_clients()
 
     async def kill(self) -> None:
         """Abrupt end: the task is cancelled mid-work and connections dropped without cleanup."""
         self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
         for close in reversed(self.closers):
             with contextlib.suppress(Exception):
                 got = close()
                 if asyncio.iscoroutine(got):
                     # bounded: a client that cannot close (its server gone) must not hang the test
-                    await asyncio.wait_for(got, CLOSE_TIMEOUT)
+                    await bounded(got, CLOSE_TIMEOUT)
+
+
+async def bounded(work: Awaitable[Any], timeout: float) -> None:
+    """Wait for ``work`` at most ``timeout`` seconds, then cancel it and go on.  Not
+    ``asyncio.wait_for``: on a timeout it also waits for the cancelled work to finish, and a NATS
+    close stuck in its TLS shutdown never does (seen: a test hung until pytest's 300 s)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()  # retrieved: a failed close is no news to report
 
 
 # A cluster: the emulator's URL (no authentication), or a function giving the client of a role

@@ -18,7 +18,7 @@ from lahar.sim import Emulator
 from lahar.wire.messages import Delta, encode
 
 from .backends import Cluster
-from .services import kube_for, poll, stack
+from .services import CLOSE_TIMEOUT, bounded, kube_for, poll, stack
 
 pytestmark = pytest.mark.asyncio
 
@@ -200,7 +200,7 @@ async def test_malformed_messages_are_dead_lettered_and_services_go_on(
         assert bad.labels("apply")._value.get() >= 3  # the queue, the huge pod and the broken one
         assert dlq.state.messages >= 5
         assert binder.service.metrics.bad._value.get() >= 1
-        await nc.close()
+        await bounded(nc.close(), CLOSE_TIMEOUT)
     await kube.close()
 
 
