@@ -204,7 +204,7 @@ def test_cli_unreachable_cluster(tmp_path: Path) -> None:
 def test_bench_sim_runs_small(tmp_path: Path) -> None:
     import json
 
-    result = lahar("bench-sim", "--list-pods", "300", "--binds", "200", "--nodes", "10", "--output", "json")
+    result = lahar("bench", "sim", "--list-pods", "300", "--binds", "200", "--nodes", "10", "--output", "json")
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["bindings"] == 200 and figures["binding_errors"] == 0 and figures["watchers_saw_every_binding"]

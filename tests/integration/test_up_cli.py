@@ -3,6 +3,7 @@ while starting ends cleanly, and the user's own OTLP exporter receives the servi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -73,7 +74,8 @@ def test_ctrl_c_while_starting_ends_cleanly(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
-    assert proc.returncode in (0, 130), err
+    # 130 (or death by SIGINT, which a shell also shows as 130); 0 when it was already up
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left in the session: {left.stdout}"
 
@@ -140,3 +142,85 @@ async def test_the_users_otlp_exporter_gets_the_spans(
         assert not stack.traces.exists()  # the user's exporter replaced the default file
     finally:
         stack.stop()
+
+
+@pytest.mark.slow
+async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: Path) -> None:
+    from lahar.adapters.kube import KubeClient, KubeConfig
+    from lahar.e2e.workload import watch_binds
+
+    state, err_path = tmp_path / "s", tmp_path / "up.err"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lahar", "up", "--state-dir", str(state), "--nodes", "8:cpu=32,memory=128Gi"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        await poll(lambda: "ready:" in err_path.read_text() or proc.poll() is not None, 120, interval=0.1)
+        assert proc.poll() is None, err_path.read_text()
+        kube = KubeClient(KubeConfig.load(str(state / "kubeconfig")))
+        tracker = Tracker()
+        watcher = asyncio.create_task(watch_binds(kube, tracker))
+        await ensure_queues(kube, {"default": 1})
+        await submit(kube, "default", [JobSpec(f"load-{i}", "default", 10) for i in range(20)], tracker)
+        await poll(lambda: len(tracker.bound) == 200, 60, interval=0.1)
+        watcher.cancel()
+        await kube.close()
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        await poll(lambda: proc.poll() is not None, 20, interval=0.02)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = err_path.read_text()
+    assert proc.returncode == 0 and "Traceback" not in text, text[-2000:]
+    # Measured 1.3-2.4 s on a 2-core machine (more when other work shares it); it was 10.5 s
+    # while a second SIGTERM cut the services' clean stop short and binders long-polled 2 s.
+    assert took < 6.0, f"lahar up took {took:.1f} s to stop"
+    logs = "".join(p.read_text(errors="replace") for p in (state / "logs").glob("*.log"))
+    assert "did not finish within" not in logs and "never retrieved" not in logs
+    left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"processes left: {left.stdout}"
+
+
+@pytest.mark.slow
+async def test_lahar_trace_follows_a_bind_to_its_delta(tmp_path: Path, lahar_infra: Any) -> None:
+    from lahar.adapters.kube import KubeClient, KubeConfig
+
+    cfg = StackConfig(
+        state_dir=tmp_path,
+        nats_url=lahar_infra.nats_url,
+        nats_ca=lahar_infra.nats_ca,
+        redis_url=lahar_infra.redis_url,
+        prefix="uptrace",
+        nodes=("2:cpu=4,memory=16Gi",),
+        binders=1,
+        max_binders=1,
+        period=0.3,
+        admission=False,
+    )
+    stack = LocalStack(cfg).start(timeout=120)
+    try:
+        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+        await ensure_queues(kube, {"default": 1})
+        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
+        await kube.close()
+
+        def traced() -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "lahar", "trace", "default/traced-worker-0", "-f", str(stack.traces)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            return done.stdout if done.returncode == 0 and "cache delta" in done.stdout else ""
+
+        out = await poll(traced, 60, interval=0.5)
+    finally:
+        stack.stop()
+    order = [out.index(step) for step in ("cache delta", "session", "job decision", "bind ")]
+    assert order == sorted(order), out
+    assert "job default/traced in queue default: " in out and "node node-" in out, out

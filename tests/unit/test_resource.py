@@ -294,5 +294,8 @@ def test_infinite_and_presentation() -> None:
     assert R(1000, 10).less_equal(inf)
     r = Resource.from_list({"cpu": "1500m", "memory": "2Gi", "pods": "3", GPU: "1"})
     assert str(r) == "cpu 1.5, memory 2Gi, nvidia.com/gpu 1, pods 3"
-    assert r.to_list() == {"cpu": "1500m", "memory": str(2**31), GPU: "1000m", "pods": "3"}
+    assert r.to_list() == {"cpu": "1500m", "memory": "2Gi", GPU: "1", "pods": "3"}
     assert same(Resource.from_list(r.to_list()), r)
+    odd = Resource.from_list({"cpu": "4", "memory": str(2**30 + 1)})
+    assert odd.to_list() == {"cpu": "4", "memory": str(2**30 + 1)}
+    assert same(Resource.from_list(odd.to_list()), odd)

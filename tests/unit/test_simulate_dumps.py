@@ -177,7 +177,7 @@ def test_volcano_jobs_and_resource_quotas_are_reported_as_ignored(simulate: Run)
     assert warnings == [
         "ignored 1 Volcano Job: simulate does not run the job controller, so only the PodGroups and pods "
         "in the files are scheduled: ml/j",
-        "ignored 1 ResourceQuota: the resourcequota plugin is not supported yet: ml/rq",
+        "ignored 1 ResourceQuota: the configuration does not enable the resourcequota plugin: ml/rq",
     ]
 
 

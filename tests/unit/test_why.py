@@ -151,7 +151,7 @@ def test_pod_without_its_podgroup() -> None:
     out = "\n".join(explain(objs, conf, "pod", "default/orphan"))
     assert "why: PodGroup default/gone does not exist; the pod waits until it is created" in out
     out = "\n".join(explain(objs, conf, "pod", "default/bare"))
-    assert "no PodGroup holds it" in out
+    assert "why: no PodGroup: the pod has no scheduling.k8s.io/group-name annotation" in out
 
 
 def test_job_not_valid_fewer_pods_than_min_member() -> None:

@@ -173,7 +173,15 @@ class Outgoing:
 async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout: float = 10.0) -> list[int]:
     """Publish with asynchronous acks and wait for all of them; returns each stream sequence."""
     futures = [await js.publish_async(m.subject, m.data, headers=m.headers) for m in batch]
-    acks = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+    gathered = asyncio.gather(*futures)
+    try:
+        acks = await asyncio.wait_for(gathered, timeout)
+    except BaseException:
+        # Cancelled (a stop) or timed out: wait_for cancels the gather, which then holds a
+        # CancelledError nobody reads, and asyncio logs "exception was never retrieved" for it.
+        if gathered.done() and not gathered.cancelled():
+            gathered.exception()
+        raise
     return [ack.seq for ack in acks]
 
 

@@ -370,10 +370,24 @@ class Resource:
 
     def to_list(self) -> dict[str, str]:
         """Back to a Kubernetes resource list (for status writes)."""
-        out = {CPU: f"{int(self.milli_cpu)}m", MEMORY: str(int(self.memory))}
+        # Canonical forms, as Kubernetes prints a Quantity: "4" not "4000m", "16Gi" not bytes.
+        out = {CPU: _milli_text(self.milli_cpu), MEMORY: _bytes_text(self.memory)}
         for name, amount in self.scalars.items():
-            out[name] = str(int(amount)) if name == PODS else f"{int(amount)}m"
+            out[name] = str(int(amount)) if name == PODS else _milli_text(amount)
         return out
+
+
+def _milli_text(milli: float) -> str:
+    whole = int(milli)
+    return str(whole // 1000) if whole % 1000 == 0 else f"{whole}m"
+
+
+def _bytes_text(amount: float) -> str:
+    whole = int(amount)
+    for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if whole >= size and whole % size == 0:
+            return f"{whole // size}{suffix}"
+    return str(whole)
 
 
 def exceeded_part(left: Resource | None, right: Resource | None) -> Resource:

@@ -38,13 +38,16 @@ class Dump:
     warnings: list[str] = field(default_factory=list)
 
 
-def prepare(objects: Iterable[KubeObject], skipped: Iterable[Skipped] = (), *, cluster: bool = True) -> Dump:
+def prepare(
+    objects: Iterable[KubeObject], skipped: Iterable[Skipped] = (), *, cluster: bool = True, quotas_read: bool = True
+) -> Dump:
     """The objects to simulate and the warnings about them.  ``cluster`` is False for a
     conformance case: it reproduces a Volcano unit test's cache, which holds exactly the queues
-    it lists, so no ``default`` Queue is added to it."""
+    it lists, so no ``default`` Queue is added to it.  ``quotas_read`` is False when the
+    configuration does not enable the resourcequota plugin (ResourceQuotas are then unused)."""
     dump = Dump(list(objects))
     dump.warnings += skipped_lines(list(skipped))
-    dump.warnings += unread_lines(dump.objects)
+    dump.warnings += unread_lines(dump.objects, quotas_read)
     note = add_default_queue(dump.objects) if cluster else ""
     if note:
         dump.warnings.append(note)
@@ -110,7 +113,7 @@ def _hint(api_version: str, kind: str) -> str:
     return ""
 
 
-def unread_lines(objects: list[KubeObject]) -> list[str]:
+def unread_lines(objects: list[KubeObject], quotas_read: bool = True) -> list[str]:
     """Kinds the loader decodes but a simulation does not use."""
     jobs = [f"{o.metadata.namespace}/{o.metadata.name}" for o in objects if isinstance(o, Job)]
     quotas = [f"{o.metadata.namespace}/{o.metadata.name}" for o in objects if isinstance(o, ResourceQuota)]
@@ -120,10 +123,10 @@ def unread_lines(objects: list[KubeObject]) -> list[str]:
             f"ignored {_count(len(jobs), 'Volcano Job')}: simulate does not run the job controller, "
             f"so only the PodGroups and pods in the files are scheduled: {some(jobs)}"
         )
-    if quotas:
+    if quotas and not quotas_read:
         lines.append(
-            f"ignored {_count(len(quotas), 'ResourceQuota')}: the resourcequota plugin is not supported yet: "
-            f"{some(quotas)}"
+            f"ignored {_count(len(quotas), 'ResourceQuota')}: "
+            f"the configuration does not enable the resourcequota plugin: {some(quotas)}"
         )
     return lines
 

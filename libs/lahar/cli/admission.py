@@ -1,4 +1,4 @@
-"""``lahar admission serve|certs|webhooks`` and ``lahar bench-admission``."""
+"""``lahar admission serve|certs|webhooks`` (and ``lahar bench admission``)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,6 @@ def register(sub: Any) -> None:
     hooks.add_argument("--timeout-seconds", type=int, default=5)
     hooks.set_defaults(handler=run_webhooks)
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
-    bench = sub.add_parser("bench-admission", help="benchmark the admission service against a real Redis mirror")
-    _bench_arguments(bench)
 
 
 def register_bench(bench_sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""``lahar bench-sim`` (and ``register_bench`` for a shared ``lahar bench sim``): measure the
+"""``lahar bench sim`` (``register_bench``, hung under the shared ``lahar bench``): measure the
 emulator's binding throughput with watchers attached and the time to list 50,000 pods."""
 
 from __future__ import annotations
@@ -7,10 +7,6 @@ import argparse
 import json
 import sys
 from typing import Any
-
-
-def register(sub: Any) -> None:
-    _add(sub.add_parser("bench-sim", help="measure the Kubernetes API emulator (bindings/s, list time)"))
 
 
 def register_bench(bench_sub: Any) -> None:

@@ -1,8 +1,10 @@
 """``lahar demo`` (``make demo``): the whole system on the embedded default.
 
-It starts NATS, Valkey, the Kubernetes API emulator and every service as separate processes,
-submits gang jobs over two weighted queues the way a training operator does (a PodGroup, then
-its pods), shows progress until every pod that fits is bound, prints a summary and exits 0.
+It starts NATS, Valkey, the Kubernetes API emulator and every service as separate processes on a
+small cluster, submits twice as many gang jobs as fit over two queues weighted 2:1, the way a
+training operator does (a PodGroup, then its pods), and shows the cluster split 2:1 while
+contended; the pods run a few seconds, so the rest follow.  One gang can never fit: ``lahar
+explain`` says why.  Then a Volcano Job runs to Completed.  Exit 0 when all of that happened.
 ``--offline`` instead schedules a bundled example cluster with the scheduling core alone.
 """
 
@@ -11,21 +13,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lahar.cli._help import DefaultsHelp
+
 QUEUES = {"research": 2, "production": 1}
+# Small on purpose: the jobs want twice what it has, so the queues' weights decide who runs.
+DEMO_NODES = ("8:cpu=16,memory=64Gi,pods=110",)
+RUN_SECONDS = 4.0  # how long each demo pod runs in the emulator's kubelet
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded default")
-    p.add_argument("--state-dir", default=".lahar/demo")
-    p.add_argument("--jobs", type=int, default=40, help="gang jobs to submit")
-    p.add_argument("--tasks-per-job", type=int, default=8)
-    p.add_argument("--timeout", type=float, default=120.0)
+    p = sub.add_parser("demo", help="run the main job on the embedded default", formatter_class=DefaultsHelp)
+    p.add_argument("--state-dir", default=".lahar/demo", help="logs, kubeconfig and traces (relative: to this folder)")
+    p.add_argument("--jobs", type=int, default=32, help="gang jobs to submit (half per queue)")
+    p.add_argument("--tasks-per-job", type=int, default=8, help="pods per gang job")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the jobs to be bound")
     p.add_argument("--offline", action="store_true", help="simulate a bundled cluster with the core alone")
     p.set_defaults(handler=run)
 
@@ -35,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
         return offline()
     from lahar.up.stack import LocalStack, StackConfig
 
-    stack = LocalStack(StackConfig(state_dir=Path(args.state_dir).resolve(), binders=2))
-    print("Starting NATS, Valkey, the Kubernetes API emulator, admission, cache, scheduler and 2 binders...")
+    stack = LocalStack(StackConfig(state_dir=Path(args.state_dir).resolve(), binders=2, nodes=DEMO_NODES))
+    print(
+        "Starting NATS, Valkey, the Kubernetes API emulator (8 nodes of 16 cpu), admission, cache, controller, "
+        "scheduler and 2 binders..."
+    )
     started = time.monotonic()
     try:
         stack.start()
@@ -53,45 +64,64 @@ def run(args: argparse.Namespace) -> int:
 
 
 def workload(jobs: int, tasks: int) -> list[Any]:
-    """Gang jobs of 1–4 cpu tasks over the two queues, and one gang too big to ever fit."""
+    """Gang jobs of 1-cpu tasks, alternating between the queues (neither is served first by
+    arriving first), and one gang too big to ever fit."""
     from lahar.e2e.workload import JobSpec
 
     out = []
     names = list(QUEUES)
     for j in range(jobs):
         queue = names[j % len(names)]
-        out.append(JobSpec(f"train-{j:03d}", queue, tasks, cpu=str(1 + j % 4), memory=f"{2 + 2 * (j % 3)}Gi"))
+        out.append(JobSpec(f"{queue[:5]}-{j:03d}", queue, tasks, cpu="1", memory="2Gi", run_seconds=RUN_SECONDS))
     out.append(JobSpec("too-big", "production", 4, cpu="100", memory="8Gi"))
     return out
 
 
 async def _demo(stack: Any, args: argparse.Namespace) -> int:
     from lahar.adapters.kube import KubeClient, KubeConfig
-    from lahar.e2e.workload import Tracker, ensure_queues, submit, watch_binds
+    from lahar.e2e.workload import Tracker, ensure_namespace, ensure_queues, submit, watch_binds
 
     kube = KubeClient(KubeConfig.load(stack.kubeconfig))
     tracker = Tracker()
+    await ensure_namespace(kube, "demo")
     await ensure_queues(kube, QUEUES)
     watcher = asyncio.create_task(watch_binds(kube, tracker))
     jobs = workload(args.jobs, args.tasks_per_job)
     fits = sum(j.tasks for j in jobs if j.name != "too-big")
     print(
-        f"Submitting {len(jobs)} gang jobs ({tracker.expected + sum(j.tasks for j in jobs)} pods) "
-        f"over queues {', '.join(f'{q} (weight {w})' for q, w in QUEUES.items())}:"
+        f"Submitting {len(jobs)} gang jobs ({sum(j.tasks for j in jobs)} pods of 1 cpu, {RUN_SECONDS:g} s each; "
+        f"the cluster has 128 cpu) over queues {', '.join(f'{q} (weight {w})' for q, w in QUEUES.items())}:"
     )
     await submit(kube, "demo", jobs, tracker)
     deadline = time.monotonic() + args.timeout
+    split = await _first_wave(tracker, jobs, deadline)
     while len(tracker.bound) < fits and time.monotonic() < deadline:
         _progress(tracker, jobs)
         await asyncio.sleep(0.25)  # refresh rate of the progress display
     _progress(tracker, jobs, final=True)
     watcher.cancel()
-    reason = await _reason(kube, "demo", "too-big")
     await kube.close()
     ok = len(tracker.bound) >= fits
-    _summary(tracker, stack, reason, fits)
+    _summary(tracker, stack, split, fits)
+    _explain(stack)
     completed = await _volcano_job(stack, args.timeout)
     return 0 if ok and completed else 1
+
+
+async def _first_wave(tracker: Any, jobs: list[Any], deadline: float) -> dict[str, int]:
+    """Pods bound per queue when the cluster first fills (no new bind for a second, before any
+    demo pod has finished): while both queues want more, the weights decide the split."""
+    last, still_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        _progress(tracker, jobs)
+        if len(tracker.bound) != last:
+            last, still_since = len(tracker.bound), time.monotonic()
+        elif last > 0 and time.monotonic() - still_since > 1.0:
+            break
+        if tracker.bound and time.monotonic() - min(tracker.bound.values()) > RUN_SECONDS:
+            break  # pods start finishing: what is bound now is the first wave
+        await asyncio.sleep(0.1)  # refresh rate of the progress display
+    return {q: sum(1 for k in tracker.bound if tracker.queue_of.get(k) == q) for q in QUEUES}
 
 
 def volcano_job() -> dict[str, Any]:
@@ -168,32 +198,35 @@ def _progress(tracker: Any, jobs: list[Any], final: bool = False) -> None:
         print("\n".join(lines))
 
 
-async def _reason(kube: Any, ns: str, name: str) -> str:
-    try:
-        pg = json.loads(await kube.get("podgroups", ns, name))
-    except Exception:
-        return ""
-    for c in pg.get("status", {}).get("conditions", []):
-        if c.get("type") == "Unschedulable" and c.get("status") == "True":
-            return str(c.get("message", ""))
-    return ""
-
-
-def _summary(tracker: Any, stack: Any, reason: str, fits: int) -> None:
+def _summary(tracker: Any, stack: Any, split: dict[str, int], fits: int) -> None:
     s = tracker.summary()
-    print(f"\n{s['pods_bound']} of {fits} pods that fit were bound (the 4-pod gang 'too-big' cannot fit).")
-    total = max(len(tracker.bound), 1)
+    total = max(sum(split.values()), 1)
+    weights = sum(QUEUES.values())
+    print(f"\nWhile the cluster was full ({total} pods running):")
     for queue, weight in QUEUES.items():
-        n = sum(1 for k in tracker.bound if tracker.queue_of.get(k) == queue)
-        print(f"  queue {queue:<11} weight {weight}: {n} pods bound, {100 * n / total:.0f}% of binds")
+        print(
+            f"  queue {queue:<11} weight {weight}: {split[queue]:3d} pods, {100 * split[queue] / total:.0f}% "
+            f"(its share by weight: {100 * weight / weights:.0f}%)"
+        )
+    print(f"{s['pods_bound']} of {fits} pods that fit were bound in the end (the gang 'too-big' cannot fit).")
     print(
         f"Scheduling latency (pod created → bound): p50 {s['p50_latency_seconds']:.3f}s, "
         f"p99 {s['p99_latency_seconds']:.3f}s"
     )
-    print(f"Throughput: {s['pods_per_second']:.0f} binds/s over {s['seconds']:.2f}s")
-    if reason:
-        print(f"Why 'too-big' waits: {reason}")
-    print(f"Traces (one span per line, JSON): {stack.traces}")
+    print(f"Traces (one span per line, JSON): {stack.traces}; follow a bind with `lahar trace demo/POD -f FILE`")
+
+
+def _explain(stack: Any) -> None:
+    """Why 'too-big' waits, as `lahar explain` tells it from the live mirror."""
+    print("\n$ lahar explain podgroup demo/too-big")
+    done = subprocess.run(
+        [sys.executable, "-m", "lahar", "explain", "podgroup", "demo/too-big"],
+        capture_output=True,
+        text=True,
+        env=stack.env(),
+        timeout=60,
+    )
+    print("\n".join(f"  {line}" for line in (done.stdout or done.stderr).splitlines()))
 
 
 def offline() -> int:

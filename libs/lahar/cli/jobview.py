@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lahar.cli._printing import age
 from lahar.cli._vc import Connection
-from lahar.cli.kubectl import age
 
 Obj = dict[str, Any]
 Line = tuple[int, str, str | None]  # indent level, key, value (None: a section heading)

@@ -16,13 +16,11 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
 from lahar.api import safeyaml
+from lahar.cli._printing import display_name, output_format, print_objects
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 Obj = dict[str, Any]
@@ -42,13 +40,22 @@ def register(sub: Any) -> None:
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -")
     p.set_defaults(handler=run_apply)
 
+    p = sub.add_parser(
+        "create", parents=[common], help="create objects from files; generateName allowed (like kubectl create)"
+    )
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE", help="YAML/JSON file, or -")
+    p.set_defaults(handler=run_create)
+
     p = sub.add_parser("get", parents=[common], help="show objects (like kubectl get)")
     p.add_argument("kind", metavar="KIND", help="resource: plural, singular, kind or short name (pods, pg, queue...)")
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="list across all namespaces")
     p.add_argument("-l", "--selector", help="label selector, e.g. app=x,tier!=db")
     p.add_argument("--field-selector", help="field selector, e.g. spec.nodeName=")
-    p.add_argument("-o", "--output", choices=("wide", "yaml", "json", "name"), help="output format")
+    p.add_argument("-w", "--watch", action="store_true", help="after listing, print each change (Ctrl-C ends)")
+    p.add_argument(
+        "-o", "--output", type=output_format, help="output format: wide, yaml, json, name or jsonpath=TEMPLATE"
+    )
     p.set_defaults(handler=run_get)
 
     p = sub.add_parser(
@@ -139,22 +146,21 @@ class Cluster:
             ) from None
 
 
-def display_name(res: Any) -> str:
-    singular = res.kind.lower()
-    return f"{singular}.{res.group}" if res.group else singular
-
-
 def server_error(exc: Any, context: str = "") -> CliError:
     """kubectl's ``Error from server (Reason): message``."""
     try:
         body = json.loads(exc.body)
-        reason, message = body.get("reason") or "Unknown", body.get("message") or str(exc)
+        reason, message = body.get("reason") or "", body.get("message") or str(exc)
     except (TypeError, ValueError, AttributeError):
-        reason, message = getattr(exc, "reason", "Unknown"), str(exc)
-    return CliError(f"Error from server ({reason}): {context}{message}")
+        reason, message = getattr(exc, "reason", ""), str(exc)
+    # kubectl names the reason only when the Status has one (a webhook's denial often has none).
+    return CliError(f"Error from server{f' ({reason})' if reason else ''}: {context}{message}")
 
 
-def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
+def load_documents(paths: list[str], generate_name: str = "") -> Iterator[tuple[str, Obj]]:
+    """Each object of the files.  ``generate_name``: what to do with an object that has
+    ``metadata.generateName`` and no name: "" refuses it as nameless, "allow" keeps it (create),
+    or the command's name, which refuses it as kubectl does ("cannot use generate name with …")."""
     for path in paths:
         try:
             docs = safeyaml.documents(safeyaml.load_all(_read(path), path))
@@ -171,9 +177,16 @@ def load_documents(paths: list[str]) -> Iterator[tuple[str, Obj]]:
             for item in items or []:
                 if not isinstance(item, dict) or not item.get("apiVersion") or not item.get("kind"):
                     raise CliError(f"error: {path}: document {index}: apiVersion and kind are required")
-                if not (item.get("metadata") or {}).get("name"):
-                    raise CliError(f"error: {path}: document {index}: metadata.name is required")
+                _check_name(item.get("metadata") or {}, f"{path}: document {index}", generate_name)
                 yield path, item
+
+
+def _check_name(meta: Obj, where: str, generate_name: str) -> None:
+    if meta.get("name") or (meta.get("generateName") and generate_name == "allow"):
+        return
+    if meta.get("generateName") and generate_name:
+        raise CliError(f"error: from {meta['generateName']}: cannot use generate name with {generate_name}")
+    raise CliError(f"error: {where}: metadata.name is required")
 
 
 def _read(path: str) -> str:
@@ -207,7 +220,7 @@ def run_apply(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
 
-    objects = list(load_documents(args.filename))  # a bad file fails before any call is made
+    objects = list(load_documents(args.filename, "apply"))  # a bad file fails before any call is made
     cluster = Cluster(args)
     failed = False
     for path, obj in objects:
@@ -234,6 +247,27 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"{label} configured")
         except DynamicApiError as exc:
             print(server_error(exc, f'error when applying "{path}": '), file=sys.stderr)
+            failed = True
+    return 1 if failed else 0
+
+
+def run_create(args: argparse.Namespace) -> int:
+    return _run(_create, args)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from kubernetes.dynamic.exceptions import DynamicApiError
+
+    objects = list(load_documents(args.filename, "allow"))
+    cluster = Cluster(args)
+    failed = False
+    for path, obj in objects:
+        res = cluster.resource_for(obj["apiVersion"], obj["kind"])
+        try:
+            created = res.create(body=obj, namespace=_namespace(res, obj, cluster)).to_dict()
+            print(f"{display_name(res)}/{created['metadata']['name']} created")
+        except DynamicApiError as exc:
+            print(server_error(exc, f'error when creating "{path}": '), file=sys.stderr)
             failed = True
     return 1 if failed else 0
 
@@ -302,6 +336,7 @@ def _get(args: argparse.Namespace) -> int:
     namespace = None if args.all_namespaces or not res.namespaced else cluster.default_namespace
     items: list[Obj] = []
     failed = False
+    version = ""
     try:
         if args.names:
             for name in args.names:
@@ -316,155 +351,40 @@ def _get(args: argparse.Namespace) -> int:
                 label_selector=args.selector or None,
                 field_selector=args.field_selector or None,
             )
-            items = listed.to_dict().get("items") or []
+            listed_dict = listed.to_dict()
+            items = listed_dict.get("items") or []
+            version = (listed_dict.get("metadata") or {}).get("resourceVersion") or ""
     except DynamicApiError as exc:
         raise server_error(exc) from None
     if not items and not args.names:
         where = "" if not res.namespaced or args.all_namespaces else f" in {namespace} namespace"
         print(f"No resources found{where}.", file=sys.stderr)
-        return 0
-    if items:
+    elif items:
         print_objects(res, items, args.output, single=len(args.names) == 1, all_namespaces=args.all_namespaces)
+    if args.watch:
+        return _watch(res, namespace, version, args)
     return 1 if failed else 0
 
 
-def print_objects(res: Any, items: list[Obj], output: str | None, single: bool, all_namespaces: bool) -> None:
-    if output in ("json", "yaml"):
-        doc: Any = (
-            items[0]
-            if single and items
-            else {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
-        )
-        print(
-            json.dumps(doc, indent=4) if output == "json" else yaml.safe_dump(doc, sort_keys=False),
-            end="\n" if output == "json" else "",
-        )
-        return
-    if output == "name":
-        for item in items:
-            print(f"{display_name(res)}/{item['metadata']['name']}")
-        return
-    header, rows = table(res, items, wide=output == "wide")
-    if all_namespaces and res.namespaced:
-        header = ["NAMESPACE", *header]
-        rows = [[item["metadata"].get("namespace", ""), *row] for item, row in zip(items, rows, strict=True)]
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
-    for row in [header, *rows]:
-        print("   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+def _watch(res: Any, namespace: str | None, version: str, args: argparse.Namespace) -> int:
+    """``get -w``: one line (or document) per change after the listing, until Ctrl-C."""
+    from kubernetes.dynamic.exceptions import DynamicApiError
 
-
-def table(res: Any, items: list[Obj], wide: bool) -> tuple[list[str], list[list[str]]]:
-    kind = res.kind if not res.group else ""
-    if kind == "Pod":
-        header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE"] if wide else [])
-        return header, [_pod_row(p, wide) for p in items]
-    if kind == "Node":
-        header = ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INTERNAL-IP"] if wide else [])
-        return header, [_node_row(n, wide) for n in items]
-    if kind == "Namespace":
-        return ["NAME", "STATUS", "AGE"], [
-            [n["metadata"]["name"], (n.get("status") or {}).get("phase", ""), age(n)] for n in items
-        ]
-    columns = _printer_columns(res, wide)
-    header = ["NAME"] + [c["name"].upper() for c in columns]
-    rows = [[item["metadata"]["name"]] + [_column(item, c) for c in columns] for item in items]
-    if not any(c["name"].upper() == "AGE" for c in columns):
-        header.append("AGE")
-        rows = [[*row, age(item)] for row, item in zip(rows, items, strict=True)]
-    return header, rows
-
-
-def _printer_columns(res: Any, wide: bool) -> list[Obj]:
-    """additionalPrinterColumns of the resource's CRD, when it has one (read from the cluster)."""
-    if not res.group or res.group.endswith("k8s.io"):
-        return []
+    names = set(args.names)
     try:
-        crds = res.client.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
-        crd = crds.get(name=f"{res.name}.{res.group}").to_dict()
-    except Exception:
-        return []
-    for version in crd["spec"].get("versions") or []:
-        if version.get("name") == res.api_version:
-            return [c for c in version.get("additionalPrinterColumns") or [] if wide or not c.get("priority")]
-    return []
-
-
-def _column(item: Obj, column: Obj) -> str:
-    value: Any = item
-    for key in str(column.get("jsonPath", "")).lstrip(".").split("."):
-        value = value.get(key) if isinstance(value, dict) else None
-    if value is None:
-        return "<none>" if column.get("type") != "date" else ""
-    if column.get("type") == "date":
-        return age({"metadata": {"creationTimestamp": value}})
-    return str(value)
-
-
-def _pod_row(pod: Obj, wide: bool) -> list[str]:
-    status, spec = pod.get("status") or {}, pod.get("spec") or {}
-    statuses = status.get("containerStatuses") or []
-    ready = sum(1 for c in statuses if c.get("ready"))
-    phase = "Terminating" if pod["metadata"].get("deletionTimestamp") else status.get("phase", "Unknown")
-    terminated = [((c.get("state") or {}).get("terminated") or {}).get("reason") for c in statuses]
-    if phase in ("Succeeded", "Failed") and terminated and terminated[0]:
-        phase = terminated[0]
-    row = [
-        pod["metadata"]["name"],
-        f"{ready}/{len(spec.get('containers') or [])}",
-        phase,
-        str(sum(int(c.get("restartCount") or 0) for c in statuses)),
-        age(pod),
-    ]
-    if wide:
-        row += [status.get("podIP") or "<none>", spec.get("nodeName") or "<none>"]
-    return row
-
-
-def _node_row(node: Obj, wide: bool) -> list[str]:
-    status = node.get("status") or {}
-    ready: Obj = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-    state = "Ready" if ready.get("status") == "True" else "NotReady"
-    if (node.get("spec") or {}).get("unschedulable"):
-        state += ",SchedulingDisabled"
-    labels = node["metadata"].get("labels") or {}
-    roles = ",".join(sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))) or "<none>"
-    row = [
-        node["metadata"]["name"],
-        state,
-        roles,
-        age(node),
-        (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
-    ]
-    if wide:
-        row.append(
-            next(
-                (a["address"] for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
-                "<none>",
-            )
-        )
-    return row
-
-
-def age(obj: Obj, now: float | None = None) -> str:
-    """kubectl's short human duration since creationTimestamp."""
-    from lahar.sim.clock import parse_iso
-
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return "<unknown>"
-    seconds = int((now or time.time()) - parse_iso(str(stamp)))
-    seconds = max(seconds, 0)
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if seconds < 120:
-        return f"{seconds}s"
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if hours < 3:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if days < 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    return f"{days}d"
+        for event in res.watch(
+            namespace=namespace,
+            resource_version=version or None,
+            label_selector=args.selector or None,
+            field_selector=args.field_selector or None,
+        ):
+            obj = event["raw_object"]
+            if names and obj.get("metadata", {}).get("name") not in names:
+                continue
+            print_objects(res, [obj], args.output, single=True, all_namespaces=args.all_namespaces, show_header=False)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return 0
+    except DynamicApiError as exc:
+        raise server_error(exc) from None
+    return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -15,6 +17,7 @@ from lahar.cli.services import SERVICES, run_service_command
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lahar", description="Lahar: a Volcano-compatible batch scheduler.")
+    parser.add_argument("--version", action="version", version=f"lahar {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(lahar.cli.__path__), key=lambda m: m.name):
         if info.name in ("main", "__main__") or info.name.startswith("_"):
@@ -37,8 +40,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     if handler is None:
         parser.print_help()
         sys.exit(2)
-    code = handler(args)
+    try:
+        code = handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`lahar get pods | head`): like kubectl, stop quietly.  Point stdout
+        # at /dev/null so the interpreter's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)  # 128 + SIGPIPE, what a shell shows for a command ended by a closed pipe
     sys.exit(int(code or 0))
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lahar")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 if __name__ == "__main__":

@@ -11,15 +11,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lahar.cli._help import DefaultsHelp
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("up", help="start infra, the emulator and every service; Ctrl-C stops all")
+    p = sub.add_parser(
+        "up",
+        help="start infra, the emulator and every service; Ctrl-C stops all",
+        formatter_class=DefaultsHelp,
+    )
     add_stack_options(p)
     p.set_defaults(handler=run)
 
 
 def add_stack_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go")
+    p.add_argument(
+        "--state-dir", default=".lahar", help="where logs, the kubeconfig and traces go (relative: to this folder)"
+    )
     p.add_argument("--kubeconfig", help="use this cluster instead of starting the emulator")
     p.add_argument(
         "--control-plane",
@@ -104,6 +112,37 @@ def _conf_errors(path: str) -> list[str]:
     return []
 
 
+class _Interrupts:
+    """SIGINT and SIGTERM for the whole of ``lahar up``: the first one raises KeyboardInterrupt
+    while starting (start() stops what it started) or sets the watch loop's stop event once
+    running; any later one is ignored, so the bounded stop that follows is never cut short (that
+    would leave children behind and print a traceback).  Installed in place of Python's default
+    handler, it also keeps asyncio.run from taking SIGINT over inside start()."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.event: asyncio.Event | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+
+    def attach(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        self.loop, self.event = loop, event
+        if self.count:
+            event.set()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.count > 1:
+            return
+        if self.loop is not None and self.event is not None:
+            self.loop.call_soon_threadsafe(self.event.set)
+            return
+        raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     from lahar.up.stack import LocalStack
 
@@ -112,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         print("lahar up: " + "; ".join(errors), file=sys.stderr)
         return 2
     stack = LocalStack(stack_config(args))
+    interrupts = _Interrupts()
+    interrupts.install()
     cluster = {"sim": "the emulator, ", "kube": "Kubernetes (kube-apiserver, etcd, KWOK), "}[args.control_plane]
     print(f"starting infra, {'' if args.kubeconfig else cluster}and the services...", file=sys.stderr)
     try:
@@ -124,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
     try:
         _print_ready(stack)
-        return asyncio.run(_watch(stack))
-    except KeyboardInterrupt:
+        return asyncio.run(_watch(stack, interrupts))
+    except KeyboardInterrupt:  # between start() and the watch loop
         return 130
     finally:
         stack.stop()
@@ -145,15 +186,13 @@ def _print_ready(stack: Any) -> None:
     print(f"traces: {stack.trace_destination()}; logs: {stack.dir / 'logs'}", file=sys.stderr)
 
 
-async def _watch(stack: Any) -> int:
+async def _watch(stack: Any, interrupts: _Interrupts) -> int:
     import httpx
 
     from lahar.up.monitor import Autoscaler, status
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    interrupts.attach(asyncio.get_running_loop(), stop)
     nc = await stack.infra.connect_nats()
     js = nc.jetstream()
     scaler = Autoscaler(stack)

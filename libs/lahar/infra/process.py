@@ -25,10 +25,23 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Defer Ctrl-C and SIGTERM (in this thread) while a child is started and recorded: a
+    KeyboardInterrupt in between would leave a child nobody knows to stop, and one raised inside
+    the fork hooks is only printed, not raised.  Children unblock them first thing."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -64,10 +77,13 @@ def spawn(
         )
 
 
-def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the server's group, SIGKILL it if it has not exited within ``timeout`` seconds."""
+def stop(proc: subprocess.Popen[bytes], timeout: float, *, signalled: bool = False) -> None:
+    """SIGTERM the server's group, SIGKILL it if it has not exited within ``timeout`` seconds.
+    ``signalled``: the caller sent SIGTERM already (to stop several at once); a second one would
+    mean "stop now, skip the clean shutdown" to our services."""
     if proc.poll() is None:
-        _signal_group(proc.pid, signal.SIGTERM)
+        if not signalled:
+            _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -89,14 +105,15 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def _die_with_parent() -> Callable[[], None]:
     if sys.platform != "linux":
-        return None
+        return _unblock
     # Resolve prctl before forking: the child should do as little as possible between fork and exec.
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     parent = os.getpid()
 
     def preexec() -> None:
+        _unblock()
         if prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
             # Popen reports this as a failed start rather than running a server that may leak.
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
@@ -105,3 +122,8 @@ def _die_with_parent() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+def _unblock() -> None:
+    # The signal mask survives fork and exec: a child started under signals_held() must not keep it.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)

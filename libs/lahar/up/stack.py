@@ -28,7 +28,7 @@ import httpx
 
 from lahar.adapters.otel import EXPORTER_ENV
 from lahar.infra import EmbeddedServer, Infra
-from lahar.infra.process import free_port, spawn, stop
+from lahar.infra.process import free_port, signals_held, spawn, stop
 from lahar.up.keeper import Keeper
 from lahar.up.kube import KubeBackend
 from lahar.wire.names import Names
@@ -175,9 +175,10 @@ class LocalStack:
     ) -> Child:
         log_path = self.dir / "logs" / f"{log_name or name}.log"
         env = env or self.env(name)
-        proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env)
-        child = Child(name, proc, port, log_path, list(argv), dict(env))
-        self.children.append(child)
+        with signals_held():
+            proc = spawn([sys.executable, "-m", "lahar", *argv], log_path, env)
+            child = Child(name, proc, port, log_path, list(argv), dict(env))
+            self.children.append(child)
         return child
 
     def respawn(self, child: Child) -> None:
@@ -382,22 +383,35 @@ class LocalStack:
         return self.replica(identity).restarts
 
     def stop(self) -> None:
-        """Services first (so they finish work in flight), then the emulator, then the infra."""
+        """Services first (so they finish work in flight), then the emulator and the infra."""
         self.keeper.stop()
-        order = sorted(self.children, key=lambda c: {"sim": 2, "admission": 1}.get(c.name, 0))
-        for child in order:
-            if child.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.proc.pid, signal.SIGTERM)
-        for child in order:
-            with contextlib.suppress(Exception):
-                stop(child.proc, 20.0)
+        # In two waves, each stopped in parallel: the services and the webhook (their last API
+        # calls and acks still reach the cluster and the bus), then the cluster and the infra.
+        services = [c for c in self.children if c.name != "sim"]
+        self._stop_children(services)
+        sims = [c for c in self.children if c.name == "sim"]
+        for child in sims:
+            self._signal(child, signal.SIGTERM)
         if self.kube is not None:
             self.kube.stop()
             self.kube = None
         if self.infra is not None:
             self.infra.stop()
             self.infra = None
+        self._stop_children(sims)
+
+    def _stop_children(self, children: list[Child]) -> None:
+        for child in children:
+            self._signal(child, signal.SIGTERM)
+        for child in children:
+            with contextlib.suppress(Exception):
+                stop(child.proc, 20.0, signalled=True)
+
+    @staticmethod
+    def _signal(child: Child, sig: signal.Signals) -> None:
+        if child.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.proc.pid, sig)
 
     def __enter__(self) -> LocalStack:
         return self.start()

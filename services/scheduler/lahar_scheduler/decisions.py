@@ -14,7 +14,8 @@ from lahar.api.resource import Resource
 from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
-from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TaskStatus
+from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.framework.why import Why, missing_group_why, missing_queue_why, no_group_why
 
 
 @dataclass
@@ -83,7 +84,7 @@ def missing_queues(snapshot: Snapshot, session: str, fence: int, sent: Sent, now
             "type": "Unschedulable",
             "status": "True",
             "reason": "QueueNotFound",
-            "message": f"queue {job.queue!r} does not exist; the PodGroup waits until it is created",
+            "message": _text(missing_queue_why(job.queue)),
             "transitionID": session,
             "lastTransitionTime": now,
         }
@@ -124,7 +125,7 @@ def pod_conditions(
     for job in snapshot.jobs.values():
         if job.podgroup is not None:
             continue
-        why = f"PodGroup {job.uid} does not exist; the pod waits until it is created"
+        why = _text(missing_group_why(job.uid))
         for task in job.tasks.values():
             if task.status == TaskStatus.PENDING and _older(task, snapshot.now, grace):
                 out.extend(_condition(sent, task.key, why, session, fence, "nopodgroup"))
@@ -132,12 +133,14 @@ def pod_conditions(
         if task.node_name or not _older(task, snapshot.now, grace):
             continue
         if task.pod.spec.scheduler_name in snapshot.scheduler_names:
-            why = (
-                f"no PodGroup: the pod has no {GROUP_NAME_ANNOTATION} annotation, so it waits for one "
-                "(Volcano's controllers create a PodGroup for it; Lahar's does not yet)"
-            )
+            why = _text(no_group_why(task.pod))
             out.extend(_condition(sent, key, why, session, fence, "nopodgroup"))
     return out
+
+
+def _text(why: Why) -> str:
+    """A pod condition's message: what stops the pod and what would let it run."""
+    return f"{why.summary}; {why.remedy}"
 
 
 def _older(task: Any, now: float, grace: float) -> bool:

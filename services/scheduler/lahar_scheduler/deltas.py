@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
 from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -19,6 +19,7 @@ _TYPES: dict[str, type[Any]] = {
     "queues": Queue,
     "priorityclasses": PriorityClass,
     "namespaces": Namespace,
+    "resourcequotas": ResourceQuota,
 }
 
 
@@ -86,6 +87,13 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
             snapshot.namespace_labels.pop(name, None)
         else:
             snapshot.namespace_labels[name] = dict(obj.metadata.labels)
+    elif kind == "resourcequotas":
+        if delta.op == "DELETED":
+            snapshot.delete_quota(namespace, name)
+        else:
+            snapshot.upsert_quota(obj)
+        # Used changes as pods come and go; a quota change alone starts no session early.
+        change.relevant = True
     return change
 
 

@@ -26,7 +26,7 @@ from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces")
+KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas")
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -72,6 +72,7 @@ class LiveView:
             decoded["priorityclasses"],
             decoded["namespaces"],
             now=now,
+            resource_quotas=decoded["resourcequotas"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))

@@ -394,7 +394,8 @@ class SchedulerService:
         self.sessions += 1
         uid = f"{self.names.prefix}-{int(self.clock() * 1000)}-{self.sessions}"
         self.snapshot.now = now = self.clock()
-        stamp = datetime.now(UTC).isoformat()
+        # Kubernetes' form of a metav1.Time: seconds, and "Z" rather than "+00:00".
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         started = time.perf_counter()
         async with self.snapshot_lock:
             result, out, batch = await asyncio.to_thread(self._decide, uid, stamp, now)

@@ -22,6 +22,7 @@ from lahar.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceQuota,
 )
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.conf import SchedulerConf
@@ -60,6 +61,7 @@ class Cluster:
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.quotas: dict[str, ResourceQuota] = {}
         for obj in objects:
             self.add(obj)
 
@@ -78,6 +80,8 @@ class Cluster:
             self.priority_classes[meta.name] = obj
         elif isinstance(obj, Namespace):
             self.namespaces[meta.name] = obj
+        elif isinstance(obj, ResourceQuota):
+            self.quotas[key] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -88,6 +92,7 @@ class Cluster:
             self.priority_classes.values(),
             self.namespaces.values(),
             now=now,
+            resource_quotas=self.quotas.values(),
         )
 
     def apply(self, result: SessionResult) -> None:
@@ -125,11 +130,14 @@ class Cluster:
             self.podgroups[uid] = msgspec.structs.replace(pg, status=pg_status)
 
 
-def simulate(objects: Iterable[KubeObject], conf: SchedulerConf, cycles: int = 1, seed: int = 0) -> Outcome:
+def simulate(
+    objects: Iterable[KubeObject], conf: SchedulerConf, cycles: int = 1, seed: int = 0, now: float = 0.0
+) -> Outcome:
+    """``now`` (epoch seconds) is the sessions' clock: only time-based plugins (sla) read it."""
     cluster = Cluster(objects)
     outcome = Outcome()
     for cycle in range(cycles):
-        result = run_session(cluster.snapshot(), conf, seed=seed + cycle, uid=f"session-{cycle + 1}")
+        result = run_session(cluster.snapshot(now), conf, seed=seed + cycle, uid=f"session-{cycle + 1}")
         outcome.results.append(result)
         for task, node in result.binds:
             outcome.binds[task.key] = node

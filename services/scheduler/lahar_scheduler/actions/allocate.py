@@ -11,6 +11,7 @@ nodes; scoring them all gives equal or better placements and costs little here).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,8 @@ from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.types import PodGroupPhase, TaskStatus
+from lahar_scheduler.framework.why import best_effort_why
+from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray
@@ -167,6 +170,10 @@ class AllocateAction(Action):
                 continue
             tasks = schedulable_tasks(job)
             if not tasks:
+                if "backfill" not in ssn.enabled_actions:
+                    best_effort = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
+                    if best_effort:
+                        ssn.explain(job, best_effort_why(len(best_effort)))
                 continue
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order)
@@ -176,6 +183,10 @@ class AllocateAction(Action):
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
+                # Dropped for the rest of the action (as in Volcano): its jobs wait this session.
+                waiting = jobs_by_queue.get(queue.uid)
+                while waiting is not None and not waiting.empty():
+                    ssn.explain(waiting.pop(), ssn.why_overused(queue))
                 continue
             jobs = jobs_by_queue.get(queue.uid)
             if jobs is None or jobs.empty():
@@ -200,7 +211,7 @@ class AllocateAction(Action):
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
-                ssn.explain(job, ssn.why_not_allocatable(queue, task))
+                ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
             if task.sch_gated:
                 continue
@@ -214,6 +225,7 @@ class AllocateAction(Action):
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
                 job.fit_errors[task.uid] = fe
+                ssn.explain(job, partial(pre_predicate_why, self.name, task, err))
                 if job.need_continue_allocating():
                     continue
                 break
@@ -223,6 +235,7 @@ class AllocateAction(Action):
                 filtered = filter_nodes(ssn, task, all_nodes)
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
+                    ssn.explain(job, partial(nodes_why, self.name, task, filtered.errors, len(all_nodes)))
                     if job.need_continue_allocating():
                         continue
                     break

@@ -3,6 +3,8 @@ plugin predicates accept."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from lahar_scheduler.actions.allocate import filter_nodes, select_best
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework.fiterrors import FitErrors
@@ -10,6 +12,7 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 S = TaskStatus
 
@@ -26,10 +29,12 @@ class BackfillAction(Action):
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
                 job.fit_errors[task.uid] = fe
+                ssn.explain(job, partial(pre_predicate_why, self.name, task, err))
                 continue
             filtered = filter_nodes(ssn, task, all_nodes, check_fit=False)
             if not len(filtered.passed):
                 job.fit_errors[task.uid] = filtered.errors
+                ssn.explain(job, partial(nodes_why, self.name, task, filtered.errors, len(all_nodes)))
                 continue
             best = select_best(ssn, task, filtered.passed)
             node = ssn.node_list[best]

@@ -108,6 +108,7 @@ class PreemptAction(Action):
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
         self.salt = ssn.rng.getrandbits(32)
+        self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -151,6 +152,7 @@ class PreemptAction(Action):
                 stmt.commit()
             else:
                 stmt.discard()
+                self._note_starving(ssn, job)
 
     def within_job(self, ssn: Session, job: JobInfo) -> None:
         """Pending tasks preempt lower-priority tasks of their own job; stop at the first failure."""
@@ -163,16 +165,38 @@ class PreemptAction(Action):
                 return
             stmt.commit()
 
+    def _note_starving(self, ssn: Session, job: JobInfo) -> None:
+        miss = self.miss.get(job.uid)
+        if miss is None:
+            return
+        placed = job.ready_num() + job.waiting_num()
+        ssn.note(job, f"preempt: starving ({placed} of minMember {job.min_available} placed), {miss}")
+
+    def _miss(self, preemptor: TaskInfo, text: str) -> bool:
+        self.miss[preemptor.job] = f"task {preemptor.name} (asks {preemptor.resreq}): {text}"
+        return False
+
     def preempt(self, ssn: Session, stmt: Statement, preemptor: TaskInfo, keep: TaskFilter) -> bool:
-        if not eligible(ssn, preemptor) or ssn.pre_predicate(preemptor) is not None:
-            return False
+        if not eligible(ssn, preemptor):
+            if preemptor.preemption_policy == NEVER:
+                return self._miss(preemptor, "its preemptionPolicy is Never, so it evicts nothing")
+            return self._miss(preemptor, "it waits for its nominated node to free up")
+        err = ssn.pre_predicate(preemptor)
+        if err is not None:
+            return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
         possible = self.bound.candidates(preemptor, job.queue)
         if not possible.any():
-            return False
+            return self._miss(
+                preemptor,
+                f"no node where evicting every pod preempt may take (Running or Bound, preemptable, of queue "
+                f"{job.queue}) would make room; pods of higher or equal priority are not evicted",
+            )
         nodes = preempt_nodes(ssn, preemptor)
         if self.args.topology_aware:
-            return topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt)
+            if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt):
+                return True
+            return self._miss(preemptor, "topology-aware preemption found no node whose victims make room")
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
@@ -180,8 +204,14 @@ class PreemptAction(Action):
         if room is not None:
             possible = possible & self.bound.covering(preemptor, job.queue, room)
             if not possible.any():
-                return False
-        return self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room)
+                return self._miss(preemptor, f"queue {job.queue} must free {need} first, and no node holds that much")
+        if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
+            return True
+        return self._miss(
+            preemptor,
+            "no node where evicting lower-priority pods the plugins let it take makes room "
+            "(priority: only lower-priority pods; gang: not below their job's minMember)",
+        )
 
     def normal_preempt(
         self,

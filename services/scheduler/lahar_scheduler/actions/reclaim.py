@@ -60,6 +60,14 @@ class ReclaimAction(Action):
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
+                # Dropped for the rest of the action (as in Volcano): its starving jobs wait.
+                dropped = jobs.pop(queue.uid, None)
+                while dropped is not None and not dropped.empty():
+                    _note(
+                        ssn,
+                        dropped.pop(),
+                        f"queue {queue.name} holds its deserved share (overused): it reclaims nothing",
+                    )
                 continue
             waiting = jobs.get(queue.uid)
             while waiting is not None and not waiting.empty():
@@ -73,11 +81,18 @@ class ReclaimAction(Action):
     def reclaim_for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, pending: PriorityQueue[TaskInfo]) -> None:
         stmt = ssn.statement()
         failed: set[tuple[object, ...]] = set()
+        miss = ""  # why the last task tried found nothing to reclaim
         while ssn.job_starving(job) and not pending.empty():
             task = pending.pop()
             if task.preemption_policy == NEVER:
+                miss = f"task {task.name}: its preemptionPolicy is Never, so it evicts nothing"
                 continue
-            if not ssn.preemptive(queue, [task]) or ssn.pre_predicate(task) is not None:
+            if not ssn.preemptive(queue, [task]):
+                miss = f"task {task.name} (asks {task.resreq}): queue {queue.name} may not grow by it (deserved share)"
+                continue
+            err = ssn.pre_predicate(task)
+            if err is not None:
+                miss = f"task {task.name}: {err}"
                 continue
             key = shape_key(task, "reclaim")
             if key in failed:
@@ -86,12 +101,18 @@ class ReclaimAction(Action):
                 failed.clear()
             else:
                 failed.add(key)
+                miss = (
+                    f"task {task.name} (asks {task.resreq}): no node where Running pods of other reclaimable "
+                    "queues above their deserved share make room"
+                )
         if ssn.job_pipelined(job):
             if stmt.has_evictions():
                 ssn.decision(job).verdicts["reclaim"] = "evicted tasks of other queues"
             stmt.commit()
         else:
             stmt.discard()
+            if miss:
+                _note(ssn, job, miss)
 
     def reclaim_for_task(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
         possible = self.bound.candidates(task, job.queue)
@@ -131,6 +152,11 @@ class ReclaimAction(Action):
         node_stmt.pipeline(task, node.name, evicted)
         stmt.merge(node_stmt)
         return True
+
+
+def _note(ssn: Session, job: JobInfo, why: str) -> None:
+    placed = job.ready_num() + job.waiting_num()
+    ssn.note(job, f"reclaim: starving ({placed} of minMember {job.min_available} placed), {why}")
 
 
 def _reclaimee(ssn: Session, t: TaskInfo, queue: str) -> bool:

@@ -91,6 +91,8 @@ class JobDecision:
     verdicts: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     why: Why | None = None  # the first thing that stopped the job this session
+    # What else bears on the wait (sla's deadline, what preempt tried), in the order noted.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -505,23 +507,40 @@ class Session:
 
     def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why:
         """Ask the plugins whose allocatable callback is consulted which one refused, and why."""
-        consulted_fns = {id(fn) for fn in self._flat("allocatable")}
-        registered = self._registered["allocatable"]
+        why = self._why_from("allocatable", "why_not_allocatable", queue, task)
+        return why or Why("allocate", "allocatable", f"queue {queue.name} has no room for {task.name}")
+
+    def why_overused(self, queue: QueueInfo) -> Why:
+        """Ask the plugins whose overused callback is consulted which one found the queue overused."""
+        why = self._why_from("overused", "why_overused", queue)
+        return why or Why("allocate", "overused", f"queue {queue.name} is overused: allocate skips it")
+
+    def _why_from(self, point: str, method: str, *args: Any) -> Why | None:
+        consulted_fns = {id(fn) for fn in self._flat(point)}
+        registered = self._registered[point]
         for plugin in self.plugins:
             fn = registered.get(plugin.name)
-            explain = getattr(plugin, "why_not_allocatable", None)
+            explain = getattr(plugin, method, None)
             if fn is None or id(fn) not in consulted_fns or explain is None:
                 continue
-            why = explain(queue, task)
+            why = explain(*args)
             if why is not None:
                 return why  # type: ignore[no-any-return]
-        return Why("allocate", "allocatable", f"queue {queue.name} has no room for {task.name}")
+        return None
 
-    def explain(self, job: JobInfo, why: Why) -> None:
-        """Record why ``job`` waits; the first reason of a session stands (it stopped the job)."""
+    def explain(self, job: JobInfo, why: Why | Callable[[], Why]) -> None:
+        """Record why ``job`` waits; the first reason of a session stands (it stopped the job).
+        A callable is only called when no reason is recorded yet (explaining costs string work
+        on paths a large session may take per task)."""
         d = self.decision(job)
         if d.why is None:
-            d.why = why
+            d.why = why() if callable(why) else why
+
+    def note(self, job: JobInfo, text: str) -> None:
+        """Add something that bears on why ``job`` waits without being what stopped it."""
+        notes = self.decision(job).notes
+        if text not in notes:
+            notes.append(text)
 
     def decision(self, job: JobInfo) -> JobDecision:
         d = self.result.decisions.get(job.uid)

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from lahar.api.codec import enc_hook
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota, ResourceQuotaStatus
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
@@ -101,6 +101,7 @@ class Snapshot:
         now: float = 0.0,
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
+        resource_quotas: Iterable[ResourceQuota] = (),
     ) -> None:
         self.now = now
         self.scheduler_names = frozenset(scheduler_names)
@@ -128,6 +129,10 @@ class Snapshot:
         self.namespace_labels: dict[str, dict[str, str]] = {
             ns.metadata.name: dict(ns.metadata.labels) for ns in namespaces
         }
+        # Per namespace, each ResourceQuota's status (hard and used), as Volcano's NamespaceInfo.
+        self.quotas: dict[str, dict[str, ResourceQuotaStatus]] = {}
+        for rq in resource_quotas:
+            self.upsert_quota(rq)
         self.jobs: dict[str, JobInfo] = {}
         for pg in podgroups:
             self.upsert_podgroup(pg)
@@ -136,6 +141,17 @@ class Snapshot:
         self.others: dict[str, TaskInfo] = {}
         for pod in pods:
             self.upsert_pod(pod)
+
+    # -- resource quotas -------------------------------------------------------------------
+    def upsert_quota(self, rq: ResourceQuota) -> None:
+        self.quotas.setdefault(rq.metadata.namespace, {})[rq.metadata.name] = rq.status
+
+    def delete_quota(self, namespace: str, name: str) -> None:
+        held = self.quotas.get(namespace)
+        if held is not None:
+            held.pop(name, None)
+            if not held:
+                del self.quotas[namespace]
 
     # -- nodes -----------------------------------------------------------------------------
     @property

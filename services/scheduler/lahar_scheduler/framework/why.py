@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lahar.api.objects import Pod
 from lahar.api.quantity import format_quantity
 from lahar.api.resource import CPU, MEMORY, PODS, Resource
 
@@ -110,6 +111,21 @@ class QuotaAttr(Protocol):
     def capability(self) -> Resource | None: ...
     @property
     def real_capability(self) -> Resource: ...
+    @property
+    def guarantee(self) -> Resource: ...
+    @property
+    def pool(self) -> Pool | None: ...
+
+
+@dataclass
+class Pool:
+    """What a queue's real capability is carved from: ``exceeded_part(total, guaranteed) +
+    own guarantee`` — the cluster (flat) or the parent's real capability (hierarchy), less every
+    guarantee carved from it (the queue's own included, then given back to it)."""
+
+    label: str  # "the cluster", "parent queue eng's real capability"
+    total: Resource
+    guaranteed: Resource
 
 
 def capability_why(action: str, plugin: str, attr: QuotaAttr, req: Resource, used: Resource, names: list[str]) -> Why:
@@ -119,4 +135,72 @@ def capability_why(action: str, plugin: str, attr: QuotaAttr, req: Resource, use
     cap = attr.capability
     if cap is not None and all(cap.get(s.name) == s.limit for s in short):
         return quota_why(action, plugin, attr.name, short, "capability", "raise its capability")
-    return quota_why(action, plugin, attr.name, short, "real capability", "add nodes")
+    pool = attr.pool
+    if pool is None:
+        return quota_why(action, plugin, attr.name, short, "real capability", "add nodes")
+    return guarantee_why(action, plugin, attr, short, pool)
+
+
+def guarantee_why(action: str, plugin: str, attr: QuotaAttr, short: list[Shortage], pool: Pool) -> Why:
+    """The real capability is what the other queues' guarantees leave: name them and the sums."""
+    others = {s.name: max(0.0, pool.guaranteed.get(s.name) - attr.guarantee.get(s.name)) for s in short}
+    held = ", ".join(f"{amount(n, v)} {n}" for n, v in others.items() if v > 0)
+    remedy = f"lower other queues' guarantees ({held}), add nodes" if held else "add nodes"
+    why = quota_why(action, plugin, attr.name, short, "real capability", remedy)
+    if held:
+        why.summary += f" (other queues' guarantees hold {held})"
+    why.details = [
+        f"{s.name}: real capability {amount(s.name, s.limit)} = {pool.label} {amount(s.name, pool.total.get(s.name))}"
+        f" − {amount(s.name, pool.guaranteed.get(s.name))} guaranteed to its queues"
+        f" + its own guarantee {amount(s.name, attr.guarantee.get(s.name))}; the queue uses {amount(s.name, s.used)}"
+        for s in short
+    ]
+    return why
+
+
+# -- pods outside any PodGroup ----------------------------------------------------------------
+def missing_group_why(group: str) -> Why:
+    """The pod names PodGroup ``group`` (namespace/name) and it does not exist: the scheduler's
+    cache holds the pod's job without a spec, and no session schedules it (as in Volcano)."""
+    return Why(
+        "session open",
+        "scheduler",
+        f"PodGroup {group} does not exist; the pod waits until it is created",
+        f"create PodGroup {group}, or fix the pod's scheduling.k8s.io/group-name annotation",
+    )
+
+
+def no_group_why(pod: Pod) -> Why:
+    """The pod names no PodGroup: the controller makes ``podgroup-<controller owner uid>`` (else
+    ``podgroup-<pod uid>``) and annotates the pod; until then no session sees it as a job."""
+    meta = pod.metadata
+    owner = next((r for r in meta.owner_references if r.controller), None)
+    name = f"podgroup-{owner.uid if owner is not None else meta.uid}"
+    return Why(
+        "session open",
+        "scheduler",
+        "no PodGroup: the pod has no scheduling.k8s.io/group-name annotation, so no session schedules it yet",
+        f"the controller creates PodGroup {meta.namespace}/{name} for it and annotates the pod: "
+        "check that lahar's controller is running (or create a PodGroup and annotate the pod)",
+    )
+
+
+def missing_queue_why(queue: str) -> Why:
+    """The PodGroup names a queue that does not exist: Volcano skips the job silently."""
+    return Why(
+        "session open",
+        "scheduler",
+        f"queue {queue!r} does not exist; the PodGroup waits until it is created",
+        f"create queue {queue}, or move the PodGroup to an existing queue",
+    )
+
+
+def best_effort_why(waiting: int) -> Why:
+    """Pending tasks with no requests: allocate leaves them to backfill, which is not configured."""
+    return Why(
+        "allocate",
+        "scheduler",
+        f"{waiting} pending task(s) request no resources (BestEffort): allocate leaves them to the backfill "
+        "action, and the configuration's actions have no backfill",
+        "add backfill to the actions of volcano-scheduler.conf, or give the tasks resource requests",
+    )

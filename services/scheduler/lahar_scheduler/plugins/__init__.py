@@ -17,6 +17,7 @@ from lahar_scheduler.plugins.predicates import PredicatesPlugin
 from lahar_scheduler.plugins.priority import PriorityPlugin
 from lahar_scheduler.plugins.proportion import ProportionPlugin
 from lahar_scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
+from lahar_scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from lahar_scheduler.plugins.sla import SlaPlugin
 from lahar_scheduler.registry import Registry
 
@@ -34,6 +35,7 @@ for _plugin in (
     SlaPlugin,
     ResourceStrategyFitPlugin,
     CapacityPlugin,
+    ResourceQuotaPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -48,7 +50,6 @@ UNSUPPORTED_PLUGINS: dict[str, str] = {
     "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "pdb": "PodDisruptionBudgets limit which pods may be evicted",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
-    "resourcequota": "enqueue checks namespace ResourceQuotas",
     "task-topology": "affinity and anti-affinity between the tasks of a job",
     "tdm": "time-division multiplexing of revocable nodes",
     "usage": "filters and scores nodes by their measured usage",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from lahar.api.objects import ResourceList
 from lahar.api.resource import Dim, Resource, exceeded_part, resource_max
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo
+from lahar_scheduler.framework.why import Pool
 from lahar_scheduler.plugins.queueshare import dominant_share, elastic_resources, job_inqueue, job_usage
 
 ROOT = "root"
@@ -41,6 +42,7 @@ class CapacityAttr:
     ancestors: list[str] = field(default_factory=list)  # root first, parent last
     children: list[str] = field(default_factory=list)
     share: float = 0.0
+    pool: Pool | None = None  # what real_capability is carved from (for explanations)
 
     def update_share(self) -> None:
         # No deserved: a best-effort queue, served only after every queue with a deserved
@@ -107,6 +109,7 @@ def _flat_attr(queue: QueueInfo, total: Resource, total_guarantee: Resource) -> 
             attr.capability.memory = math.inf
         real.min_dimension(attr.capability, Dim.INFINITY)
     attr.real_capability = real
+    attr.pool = Pool("the cluster", total, total_guarantee)
     return attr
 
 
@@ -188,6 +191,7 @@ def _settle(attr: CapacityAttr, attrs: Attrs) -> None:
     for child in children:
         real = exceeded_part(attr.real_capability, total_guarantee).add(child.guarantee)
         child.real_capability = real.min_dimension(child.capability, Dim.INFINITY)
+        child.pool = Pool(f"parent queue {attr.name}'s real capability", attr.real_capability, total_guarantee)
     for child in children:
         _settle(child, attrs)
 

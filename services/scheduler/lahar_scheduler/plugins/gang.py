@@ -60,10 +60,12 @@ class GangPlugin(Plugin):
                 continue
             placeable = _placeable(job)
             unready = job.min_available - placeable
-            why = ssn.decision(job).why
+            decision = ssn.decision(job)
+            why = decision.why
             msg = (
                 f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {fit_error(ssn, job)}; "
                 + (f"{why.short()}; " if why is not None else "")
+                + "".join(f"{n}; " for n in decision.notes)
                 + f"gang: {placeable}/{len(job.tasks)} tasks placeable, minMember {job.min_available}"
             )
             ssn.update_podgroup_condition(job, Condition("Unschedulable", "True", "NotEnoughResources", msg, ssn.uid))

@@ -1,7 +1,7 @@
 """nodeorder: kube-scheduler's scoring plugins, weighted and summed (Volcano's BatchNodeOrderFn).
 
 Each score is normalised over the candidate nodes handed in, as kube's NormalizeScore is.
-Image locality is not scored: the snapshot carries no node image lists.
+Image locality is not scored: the snapshot carries no node image lists (see plugins/k8s/scores.py).
 """
 
 from __future__ import annotations

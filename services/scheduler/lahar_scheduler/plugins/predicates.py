@@ -18,7 +18,9 @@ from lahar.api.objects import LabelSelector, Pod, PodAffinityTerm, Taint, Tolera
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
+from lahar_scheduler.framework.why_nodes import NODE_AFFINITY_CONFLICT
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.k8s.scores import spread_included
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, pod_matches_node, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 from lahar_scheduler.plugins.predicates_sim import register_simulation
@@ -138,6 +140,29 @@ class StableFilters:
         return ok
 
 
+def node_names_conflict(pod: Pod) -> bool:
+    """kube's NodeAffinity PreFilter (v1.36): when every required term names nodes by
+    ``metadata.name`` (In), the union of the names each term allows; empty = the terms conflict."""
+    aff = pod.spec.affinity
+    required = (
+        aff.node_affinity.required_during_scheduling_ignored_during_execution
+        if aff is not None and aff.node_affinity is not None
+        else None
+    )
+    if required is None or not required.node_selector_terms:
+        return False
+    names: set[str] = set()
+    for term in required.node_selector_terms:
+        allowed: set[str] | None = None
+        for req in term.match_fields:
+            if req.key == "metadata.name" and req.operator == "In":
+                allowed = set(req.values) if allowed is None else allowed & set(req.values)
+        if allowed is None:
+            return False  # a term without node names lets every node through (terms are ORed)
+        names |= allowed
+    return not names
+
+
 def _required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
     aff = pod.spec.affinity
     if aff is None:
@@ -206,9 +231,12 @@ class PredicatesPlugin(Plugin):
             # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
             self._gone.add(id(task))
 
-        def pre_predicate(_: TaskInfo) -> None:
+        def pre_predicate(task: TaskInfo) -> str | None:
             if self._gone or self.topo.hidden:
                 self.topo.hidden = set(self._gone)
+            if self.opts.node_affinity and node_names_conflict(task.pod):
+                return f"plugin NodeAffinity pre-predicates failed {NODE_AFFINITY_CONFLICT}"
+            return None
 
         ssn.add("predicate", _Callback(self))
         ssn.add("pre_predicate", pre_predicate)
@@ -382,17 +410,24 @@ class PredicatesPlugin(Plugin):
         if not hard:
             return
         table = self.table
-        eligible = np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+        all_keys = np.ones(len(table.infos), dtype=bool)
         for c in hard:
-            eligible &= self.topo.domains(c.topology_key).code >= 0
+            all_keys &= self.topo.domains(c.topology_key).code >= 0
         missing = np.zeros(len(idx), dtype=bool)
         skewed = np.zeros(len(idx), dtype=bool)
         for c in hard:
             dom = self.topo.domains(c.topology_key)
             codes = dom.code[idx]
             missing |= codes < 0
+            # Nodes with every key that pass this constraint's node inclusion policies (kube v1.36).
+            eligible = all_keys & spread_included(c, pod, table)
             selector = _with_match_label_keys(c.label_selector, c.match_label_keys, pod)
-            counts = _count_live(self.topo, c.topology_key, selector, pod.metadata.namespace, eligible)
+            # kube's countPodsMatchSelector counts nothing for an empty selector (it still matches
+            # the incoming pod itself below).
+            counted = (
+                selector if selector is not None and (selector.match_labels or selector.match_expressions) else None
+            )
+            counts = _count_live(self.topo, c.topology_key, counted, pod.metadata.namespace, eligible)
             present = np.unique(dom.code[eligible])
             present = present[present >= 0]
             minimum = int(counts[present].min()) if len(present) else 0

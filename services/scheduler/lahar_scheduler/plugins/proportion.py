@@ -17,7 +17,7 @@ from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Vote
-from lahar_scheduler.framework.why import Why, amount, capability_why, queue_state_why, quota_why, shortages
+from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
 from lahar_scheduler.plugins.queueshare import (
@@ -46,6 +46,7 @@ class QueueAttr:
     inqueue: Resource = field(default_factory=Resource)
     elastic: Resource = field(default_factory=Resource)
     share: float = 0.0
+    pool: Pool | None = None  # what real_capability is carved from (for explanations)
 
     def update_share(self) -> None:
         self.share = dominant_share(self.allocated, self.deserved)
@@ -112,6 +113,7 @@ class ProportionPlugin(Plugin):
                 real, cap = _real_capability(total, total_guarantee, q)
                 guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
                 attr = attrs[job.queue] = QueueAttr(q.name, q.weight, guarantee, real, cap)
+                attr.pool = Pool("the cluster", total, total_guarantee)
             allocated, request = job_usage(job)
             attr.allocated.add(allocated)
             attr.request.add(request)
@@ -204,6 +206,22 @@ class ProportionPlugin(Plugin):
         ssn.add("job_enqueued", enqueued)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, attrs)
+
+    def why_overused(self, queue: QueueInfo) -> Why | None:
+        """The queue already holds its deserved share in every dimension it has one."""
+        attr = self.attrs.get(queue.uid)
+        if attr is None or not attr.deserved.less_equal(attr.allocated, Dim.ZERO):
+            return None
+        names = [n for n in attr.deserved.names() if attr.deserved.get(n) > 0]
+        held = ", ".join(
+            f"{n} {amount(n, attr.allocated.get(n))} of deserved {amount(n, attr.deserved.get(n))}" for n in names
+        )
+        return Why(
+            "allocate",
+            self.name,
+            f"queue {queue.name} holds its deserved share ({held}): allocate skips the queue this session",
+            "wait until its running jobs finish, raise its weight or guarantee, or add nodes",
+        )
 
     def why_not_allocatable(self, queue: QueueInfo, task: TaskInfo) -> Why | None:
         """Why allocatable refused ``task``: a closed queue, or its deserved share is used up."""

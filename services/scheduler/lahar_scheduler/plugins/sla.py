@@ -9,7 +9,7 @@ import msgspec
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.snapshot import parse_time
-from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.framework.types import TaskStatus, Vote
 from lahar_scheduler.plugins.base import Plugin
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -74,6 +74,47 @@ class SlaPlugin(Plugin):
                 return Vote.ABSTAIN
             return Vote.PERMIT
 
+        def enqueueable(job: JobInfo) -> Vote:
+            vote = permit(job)
+            w = waiting(job)
+            if w is not None:
+                ssn.note(job, _enqueue_note(ssn.now - parse_time(job.creation), w, vote))
+            return vote
+
+        def pipelined(job: JobInfo) -> Vote:
+            vote = permit(job)
+            w = waiting(job)
+            if vote == Vote.PERMIT and w is not None:
+                ssn.note(job, _reserve_note(job, ssn.now - parse_time(job.creation), w))
+            return vote
+
         ssn.add("job_order", job_order)
-        ssn.add("job_enqueueable", permit)
-        ssn.add("job_pipelined", permit)
+        ssn.add("job_enqueueable", enqueueable)
+        ssn.add("job_pipelined", pipelined)
+
+
+def duration(seconds: float) -> str:
+    """A wait as a person reads it: 1h30m, 10m, 45s."""
+    total = max(0, int(seconds))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s or not total else ""]
+    return "".join(parts)
+
+
+def _enqueue_note(waited: float, limit: float, vote: Vote) -> str:
+    head = f"sla: waited {duration(waited)} of its sla-waiting-time {duration(limit)}"
+    if vote == Vote.PERMIT:
+        return f"{head}: past it, so sla votes to admit it whatever its queue's quota"
+    return f"{head}: in {duration(limit - waited)} sla votes to admit it whatever its queue's quota"
+
+
+def _reserve_note(job: JobInfo, waited: float, limit: float) -> str:
+    """Past its waiting time a gang that is not whole keeps the places it got this session
+    (Volcano's reservation: allocated and pipelined tasks hold their nodes, nothing binds)."""
+    held = job.ready_num() + job.count(TaskStatus.PIPELINED)
+    return (
+        f"sla: waited {duration(waited)}, past its sla-waiting-time {duration(limit)}: "
+        f"its {held} placed task(s) keep their nodes this session (reserved, not bound) "
+        f"while it waits for {max(0, job.min_available - held)} more of minMember {job.min_available}"
+    )

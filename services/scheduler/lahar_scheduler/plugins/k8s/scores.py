@@ -1,12 +1,20 @@
 """kube-scheduler score plugins as vector operations over candidate nodes.
 
-The formulas follow kube-scheduler v1.36 (the version Volcano's nodeorder plugin vendors):
-LeastAllocated, MostAllocated, BalancedAllocation (improvement form), TaintToleration,
-NodeAffinity, InterPodAffinity and PodTopologySpread.
+The formulas follow kube-scheduler v1.36 (k8s.io/kubernetes v1.36.1 is what Volcano's nodeorder
+plugin vendors at ed72c7c8; pkg/scheduler/framework/plugins/...): LeastAllocated, MostAllocated,
+BalancedAllocation (improvement form), TaintToleration, NodeAffinity, InterPodAffinity and
+PodTopologySpread.
 
 Each function returns int scores in 0..100 for the nodes in ``idx`` (already normalised the way
 the kube plugin's NormalizeScore does, over exactly those nodes), or None when the plugin's
 PreScore would skip the pod.  Integer arithmetic follows kube's int64 maths.
+
+ImageLocality is not scored.  Volcano runs it per node without normalising (weight
+``imagelocality.weight``, 1 by default): the sizes of the pod's container images already on the
+node, each scaled by the share of nodes holding it, mapped from 23 MB..1000 MB per container onto
+0..100.  Lahar's Node objects are decoded without ``status.images``, so every node would score 0
+and the order would not change; on a cluster whose nodes report images, Volcano prefers nodes
+that already hold the pod's images and Lahar does not (a known divergence).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar.api.objects import Pod, PodAffinityTerm, PreferredSchedulingTerm
+from lahar.api.objects import LabelSelector, Pod, PodAffinityTerm, PreferredSchedulingTerm, TopologySpreadConstraint
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, node_term_matches, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 
@@ -48,7 +56,10 @@ def least_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArr
 
 
 def most_allocated(table: NodeTable, task: TaskInfo, idx: IntArray) -> FloatArray:
-    """NodeResourcesFit MostAllocated over cpu and memory (weights 1/1), non-zero requests."""
+    """NodeResourcesFit MostAllocated over cpu and memory (weights 1/1, as Volcano configures it),
+    non-zero requests (v1.36 ``mostResourceScorer``): per resource with allocatable > 0,
+    ``min(requested, allocatable) × 100 // allocatable``; the weighted mean of those, int64
+    division; a resource the node has none of is left out of the mean."""
     a, r = _resource_scores(table, task, idx)
     valid = a > 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -178,7 +189,10 @@ def preferred_terms(pod: Pod) -> list[PreferredSchedulingTerm]:
 
 
 def node_affinity_raw(table: NodeTable, terms: list[PreferredSchedulingTerm]) -> IntArray:
-    """Σ weights of the preferred terms each node matches, over every node."""
+    """NodeAffinity's Score (v1.36): Σ weights of the preferred terms each node matches, over
+    every node (a term of weight 0 or with no requirements matches nothing).  The caller
+    normalises with ``default_normalize(reverse=False)``; a pod without preferred terms is
+    skipped by PreScore and adds nothing."""
     raw = np.zeros(len(table.infos), dtype=np.int64)
     for j, node in enumerate(table.infos):
         raw[j] = sum(t.weight for t in terms if t.weight and node_term_matches(t.preference, node.name, node.labels))
@@ -186,7 +200,10 @@ def node_affinity_raw(table: NodeTable, terms: list[PreferredSchedulingTerm]) ->
 
 
 def taint_raw(table: NodeTable, pod: Pod) -> IntArray:
-    """Per node, the PreferNoSchedule taints the pod does not tolerate."""
+    """TaintToleration's Score (v1.36): per node, the PreferNoSchedule taints not tolerated by the
+    pod's tolerations of effect PreferNoSchedule or none.  The caller normalises with
+    ``default_normalize(reverse=True)``: 100 − 100 × count // max count (all 100 when no node has
+    such a taint)."""
     tolerations = [t for t in pod.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
     raw = np.zeros(len(table.infos), dtype=np.int64)
     for j, node in enumerate(table.infos):
@@ -285,7 +302,21 @@ def _credit(
 
 
 def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | None:
-    """PodTopologySpread scoring of ScheduleAnyway constraints."""
+    """PodTopologySpread scoring of ScheduleAnyway constraints (v1.36 ``scoring.go``).
+
+    PreScore: candidates missing any constraint's key are ignored (score 0); each constraint
+    weighs log(domains among the other candidates + 2) (hostname: their number).  Pods are
+    counted per domain over every node that has all the keys and passes the constraint's node
+    inclusion policies (nodeAffinityPolicy Honor by default: the pod's nodeSelector and required
+    node affinity; nodeTaintsPolicy Ignore by default, Honor: no untolerated NoSchedule or
+    NoExecute taint), in domains some candidate is in; hostname constraints count the candidate's
+    own pods.  A pod counts when it is not terminating, is in the pod's namespace and matches the
+    selector (with matchLabelKeys' values from the pod merged in); an empty selector counts
+    nothing.  Score: Σ count × weight + (maxSkew − 1), rounded half away from zero.  Normalise:
+    100 × (max + min − score) // max over the candidates not ignored (all 100 when max is 0).
+    Pods without ScheduleAnyway constraints are skipped (no system default constraints: Lahar
+    has no Services or ReplicaSets to build them from).
+    """
     soft = [c for c in pod.spec.topology_spread_constraints if c.when_unsatisfiable == "ScheduleAnyway"]
     if not soft or not len(topo.table.infos):
         return None
@@ -299,23 +330,23 @@ def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | 
     for c, d in zip(soft, doms, strict=True):
         size = len(scored) if c.topology_key == "kubernetes.io/hostname" else len(np.unique(d.code[scored]))
         weights.append(math.log(size + 2))
-    from lahar_scheduler.plugins.k8s.selectors import pod_matches_node
-
-    eligible = np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+    all_keys = np.ones(len(table.infos), dtype=bool)
     for d in doms:
-        eligible &= d.code >= 0
+        all_keys &= d.code >= 0
     candidate_domains = [set(np.unique(d.code[scored]).tolist()) for d in doms]
     total = np.zeros(len(idx))
     for ci, (c, d) in enumerate(zip(soft, doms, strict=True)):
         hostname = c.topology_key == "kubernetes.io/hostname"
+        selector = _spread_selector(c, pod)
         counts = np.zeros(max(d.count, 1) if not hostname else len(table.infos), dtype=np.int64)
-        for t, n in topo.placed():
+        eligible = all_keys if hostname or selector is None else all_keys & spread_included(c, pod, table)
+        for t, n in topo.placed() if selector is not None else ():
             code = d.code[n]
             if code < 0 or t.pod.metadata.deletion_timestamp is not None or t.namespace != pod.metadata.namespace:
                 continue
             if not hostname and (not eligible[n] or code not in candidate_domains[ci]):
                 continue
-            if label_selector_matches(c.label_selector, t.pod.metadata.labels):
+            if label_selector_matches(selector, t.pod.metadata.labels):
                 counts[n if hostname else code] += 1
         cnt = counts[idx] if hostname else counts[np.maximum(d.code[idx], 0)]
         total += cnt * weights[ci] + (c.max_skew - 1)
@@ -330,4 +361,43 @@ def topology_spread(topo: TopologyIndex, pod: Pod, idx: IntArray) -> IntArray | 
         out[valid] = MAX
     else:
         out[valid] = MAX * (hi + lo - rounded[valid]) // hi
+    return out
+
+
+def _spread_selector(c: TopologySpreadConstraint, pod: Pod) -> LabelSelector | None:
+    """The constraint's selector with matchLabelKeys' values from the pod merged in; None when it
+    counts nothing (no selector, or an empty one: kube's countPodsMatchSelector skips it)."""
+    sel = c.label_selector
+    if sel is None:
+        return None
+    extra = {k: pod.metadata.labels[k] for k in c.match_label_keys if k in pod.metadata.labels}
+    if extra:
+        sel = LabelSelector(match_labels={**sel.match_labels, **extra}, match_expressions=sel.match_expressions)
+    if not sel.match_labels and not sel.match_expressions:
+        return None
+    return sel
+
+
+def spread_included(c: TopologySpreadConstraint, pod: Pod, table: NodeTable) -> np.ndarray:
+    """Nodes whose pods count for a spread constraint, filter and score alike (v1.36
+    ``matchNodeInclusionPolicies``): nodeAffinityPolicy Honor (the default) keeps the nodes
+    matching the pod's nodeSelector and required node affinity; nodeTaintsPolicy Honor (default
+    Ignore) keeps the nodes with no NoSchedule or NoExecute taint the pod does not tolerate."""
+    from lahar_scheduler.plugins.k8s.selectors import pod_matches_node
+
+    out = np.ones(len(table.infos), dtype=bool)
+    if (c.node_affinity_policy or "Honor") == "Honor":
+        out &= np.array([pod_matches_node(pod, n.name, n.labels) for n in table.infos], dtype=bool)
+    if c.node_taints_policy == "Honor":
+        tol = pod.spec.tolerations
+        out &= np.array(
+            [
+                not any(
+                    t.effect in ("NoSchedule", "NoExecute") and not tolerates(tol, t.key, t.value, t.effect)
+                    for t in n.taints
+                )
+                for n in table.infos
+            ],
+            dtype=bool,
+        )
     return out
