@@ -185,12 +185,15 @@ def queue(
     state: str = "Open",
     capability: Mapping[str, str] | None = None,
     guarantee: Mapping[str, str] | None = None,
+    deserved: Mapping[str, str] | None = None,
     priority: int = 0,
     reclaimable: bool | None = None,
 ) -> Queue:
     spec: dict[str, Any] = {"weight": weight}
     if capability is not None:
         spec["capability"] = dict(capability)
+    if deserved is not None:
+        spec["deserved"] = dict(deserved)
     if guarantee is not None:
         spec["guarantee"] = {"resource": dict(guarantee)}
     if priority:

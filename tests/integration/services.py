@@ -43,9 +43,12 @@ class Running:
     closers: list[Callable[[], Any]] = field(default_factory=list)
 
     async def close(self) -> None:
+        """Stop it; AssertionError (after closing its clients) if it did not stop in time."""
         self.stop.set()
-        await bounded(self.task, STOP_TIMEOUT)
+        stopped = await bounded(self.task, STOP_TIMEOUT)
         await self._close_clients()
+        if not stopped:
+            raise AssertionError(f"{type(self.service).__name__} did not stop within {STOP_TIMEOUT:g} s of its stop")
 
     async def kill(self) -> None:
         """Abrupt end: the task is cancelled mid-work and connections dropped without cleanup."""
@@ -63,16 +66,19 @@ class Running:
                     await bounded(got, CLOSE_TIMEOUT)
 
 
-async def bounded(work: Awaitable[Any], timeout: float) -> None:
-    """Wait for ``work`` at most ``timeout`` seconds, then cancel it and go on.  Not
-    ``asyncio.wait_for``: on a timeout it also waits for the cancelled work to finish, and a NATS
-    close stuck in its TLS shutdown never does (seen: a test hung until pytest's 300 s)."""
+async def bounded(work: Awaitable[Any], timeout: float) -> bool:
+    """Wait for ``work`` at most ``timeout`` seconds, then cancel it and go on; whether it ended.
+    Not ``asyncio.wait_for``: on a timeout it also waits for the cancelled work to finish, and
+    work that swallows its cancellation never does (the cache's batcher did, through nats-py: the
+    test then hung until pytest's 300 s, the event loop idle)."""
     task = asyncio.ensure_future(work)
     done, _ = await asyncio.wait({task}, timeout=timeout)
     if not done:
         task.cancel()
-    elif not task.cancelled():
+        return False
+    if not task.cancelled():
         task.exception()  # retrieved: a failed close is no news to report
+    return True
 
 
 # A cluster: the emulator's URL (no authentication), or a function giving the client of a role
@@ -134,7 +140,7 @@ class Stack:
         )
         return await self._start(svc, nc, rc, kube)
 
-    async def scheduler(self, conf: str | None = None, period: float = 1.0) -> Running:
+    async def scheduler(self, conf: str | None = None, period: float = 1.0, identity: str = "scheduler") -> Running:
         nc, js, rc, kube = await self._deps("scheduler")
         await kube.close()
         svc = SchedulerService(
@@ -146,6 +152,7 @@ class Stack:
             ConfSource(conf),
             period=period,
             tracer=self.tracer("scheduler"),
+            identity=identity,  # replicas need their own: the lease's holder is named by it
         )
         return await self._start(svc, nc, rc, None)
 
@@ -170,10 +177,15 @@ class Stack:
         return await self._start(svc, nc, rc, kube)
 
     async def close(self) -> None:
+        slow: list[str] = []
         for run in reversed(self.running):
-            await run.close()
+            try:
+                await run.close()
+            except AssertionError as exc:  # the others are stopped all the same
+                slow.append(str(exc))
         for provider in self.providers:
             provider.shutdown()
+        assert not slow, slow
 
 
 async def _ready(service: Any, task: asyncio.Task[None], timeout: float = 20.0) -> None:

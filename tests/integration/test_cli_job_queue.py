@@ -70,6 +70,7 @@ def test_run_from_flags_creates_vcctls_job(lahar, custom: client.CustomObjectsAp
     assert (code, out, err) == (0, "job.batch.volcano.sh/train created\n", "")
     job = custom.get_namespaced_custom_object(*BATCH, ns, "jobs", "train")
     assert job["spec"] == {
+        "maxRetry": 3,  # not sent: the default of Volcano's CRD schema, filled in by the API server
         "minAvailable": 2,
         "schedulerName": "volcano",
         "queue": "research",
@@ -103,7 +104,7 @@ def test_run_defaults_are_vcctls(lahar, custom: client.CustomObjectsApi, ns: str
     spec = custom.get_namespaced_custom_object(*BATCH, ns, "jobs", "plain")["spec"]
     container = spec["tasks"][0]["template"]["spec"]["containers"][0]
     assert (spec["minAvailable"], spec["tasks"][0]["replicas"], spec["schedulerName"]) == (1, 1, "volcano")
-    assert container["image"] == "busybox" and "queue" not in spec
+    assert container["image"] == "busybox" and spec["queue"] == "default"  # none sent: the CRD's default
     assert container["resources"]["requests"] == {"cpu": "1000m", "memory": "100Mi"}
 
 
@@ -316,7 +317,11 @@ def test_queue_create_list_get_count_podgroups_by_phase(
         f"queue.scheduling.volcano.sh/{queue_name} created\n",
         "",
     )
-    assert custom.get_cluster_custom_object(*SCHED, "queues", queue_name)["spec"] == {"weight": 3}
+    # dequeueStrategy is not sent: it is the default of Volcano's CRD schema, filled in by the API server.
+    assert custom.get_cluster_custom_object(*SCHED, "queues", queue_name)["spec"] == {
+        "weight": 3,
+        "dequeueStrategy": "traverse",
+    }
     custom.patch_cluster_custom_object_status(*SCHED, "queues", queue_name, {"status": {"state": "Open"}})
     for i, phase in enumerate(["Running", "Running", "Inqueue", "Pending", "Completed", "Unknown", "Running"]):
         body = {
@@ -346,7 +351,8 @@ def test_queue_create_list_get_count_podgroups_by_phase(
 
 def test_queue_create_with_parent_and_delete(lahar, custom: client.CustomObjectsApi, queue_name: str) -> None:
     assert lahar("queue", "create", queue_name, "--parent", "root")[0] == 0
-    assert custom.get_cluster_custom_object(*SCHED, "queues", queue_name)["spec"] == {"weight": 1, "parent": "root"}
+    spec = custom.get_cluster_custom_object(*SCHED, "queues", queue_name)["spec"]
+    assert spec == {"weight": 1, "parent": "root", "dequeueStrategy": "traverse"}  # the last: the CRD's default
     assert [queue_name, "1", "root"] in [r[:3] for r in rows(lahar("queue", "list")[1])]
     assert lahar("queue", "delete", queue_name) == (0, f'queue.scheduling.volcano.sh "{queue_name}" deleted\n', "")
 

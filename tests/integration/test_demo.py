@@ -30,3 +30,4 @@ def test_the_demo_shows_weights_explains_and_completes(tmp_path: Path, no_url_se
     explained = out.split("$ lahar explain podgroup demo/too-big", 1)[1]
     assert "stopped by: action allocate, plugin " in explained and "to run: " in explained, out
     assert re.search(r"Completed +\(pending 0, running 0, succeeded 4", out), out
+    assert "Grafana dashboard: " in out and "lahar-volcano.json" in out

@@ -51,8 +51,12 @@ def test_official_client_watch_sees_live_events(core: client.CoreV1Api, ns: str,
 
 def test_watch_without_resource_version_starts_with_current_state(sim, core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
-    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/configmaps", {}, until=1)
-    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "x"
+    events = raw_watch(sim.url, f"/api/v1/namespaces/{ns}/configmaps", {}, until=2)
+    # the namespace's kube-root-ca.crt, then x, in name order
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "kube-root-ca.crt"),
+        ("ADDED", "x"),
+    ]
 
 
 def test_gone_when_history_is_compacted_then_relist(make_sim) -> None:
@@ -69,7 +73,7 @@ def test_gone_when_history_is_compacted_then_relist(make_sim) -> None:
     assert "too old resource version" in status["message"]
     # the client relists and watches from the list's resourceVersion
     relisted = core.list_namespaced_config_map("default")
-    assert len(relisted.items) == 10
+    assert len(relisted.items) == 11  # and the namespace's kube-root-ca.crt
     core.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
     events = raw_watch(
         small.url,
@@ -117,11 +121,16 @@ def test_bookmarks(sim, ns: str) -> None:
 
 
 def test_initial_events_end_bookmark(sim, core: client.CoreV1Api, ns: str) -> None:
-    core.create_namespaced_config_map(ns, {"metadata": {"name": "x"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "x", "labels": {"w": "1"}}})
     events = raw_watch(
         sim.url,
         f"/api/v1/namespaces/{ns}/configmaps",
-        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "labelSelector": "w",  # not the namespace's kube-root-ca.crt
+        },
         until=2,
     )
     assert events[0]["type"] == "ADDED"

@@ -77,17 +77,18 @@ class Hook(BaseHTTPRequestHandler):
         request = review["request"]
         Hook.reviews.append(request)
         response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
-        if self.path == "/deny":
+        path = self.path.partition("?")[0]  # the API server adds ?timeout=Ns
+        if path == "/deny":
             response = {
                 "uid": request["uid"],
                 "allowed": False,
                 "status": {"code": 403, "message": "queue 'gold' is closed"},
             }
-        elif self.path == "/mutate":
+        elif path == "/mutate":
             patch = [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-        elif self.path == "/slow":
+        elif path == "/slow":
             time.sleep(2)
         body = json.dumps(
             {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}

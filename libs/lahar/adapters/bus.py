@@ -173,16 +173,30 @@ class Outgoing:
 async def publish_batch(js: JetStreamContext, batch: Sequence[Outgoing], timeout: float = 10.0) -> list[int]:
     """Publish with asynchronous acks and wait for all of them; returns each stream sequence."""
     futures = [await js.publish_async(m.subject, m.data, headers=m.headers) for m in batch]
+    raise_if_cancelled()
     gathered = asyncio.gather(*futures)
     try:
-        acks = await asyncio.wait_for(gathered, timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # arrives as the acks complete, and the publisher then outlives its stop.
+        async with asyncio.timeout(timeout):
+            acks = await gathered
     except BaseException:
-        # Cancelled (a stop) or timed out: wait_for cancels the gather, which then holds a
+        # Cancelled (a stop) or timed out: the gather is cancelled and then holds a
         # CancelledError nobody reads, and asyncio logs "exception was never retrieved" for it.
         if gathered.done() and not gathered.cancelled():
             gathered.exception()
         raise
     return [ack.seq for ack in acks]
+
+
+def raise_if_cancelled() -> None:
+    """Stop a task whose cancellation a library swallowed.  nats-py's publish waits for its
+    flusher in ``Client._flush_pending`` under ``except asyncio.CancelledError: pass``: a task
+    cancelled there carries on, e.g. the cache's batcher went back to waiting for deltas and held
+    its service's stop for 12 s.  The request stays counted in ``Task.cancelling()``."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def dead_letter(js: JetStreamContext, names: Names, source: str, data: bytes, why: str) -> None:

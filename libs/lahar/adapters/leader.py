@@ -401,8 +401,10 @@ class LeaderElection:
                 return
 
     async def _wait_for_chance(self) -> None:
+        # asyncio.timeout, not wait_for, which on Python 3.11 can swallow a cancellation.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self._retry_interval)
+            async with asyncio.timeout(self._retry_interval):
+                await self._wake.wait()
         self._wake.clear()
 
     async def _watch_releases(self, kv: KeyValue) -> None:

@@ -214,6 +214,12 @@ def _summary(tracker: Any, stack: Any, split: dict[str, int], fits: int) -> None
         f"p99 {s['p99_latency_seconds']:.3f}s"
     )
     print(f"Traces (one span per line, JSON): {stack.traces}; follow a bind with `lahar trace demo/POD -f FILE`")
+    print(f"Metrics: Volcano's series on each service's /metrics (table: docs/METRICS.md); {_dashboard()}")
+
+
+def _dashboard() -> str:
+    path = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "lahar-volcano.json"
+    return f"Grafana dashboard: {path}" if path.exists() else "Grafana dashboard: deploy/grafana/lahar-volcano.json"
 
 
 def _explain(stack: Any) -> None:

@@ -8,10 +8,13 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lahar.cli._help import DefaultsHelp
+
+T = TypeVar("T")
 
 
 def register(sub: Any) -> None:
@@ -200,7 +203,9 @@ async def _watch(stack: Any, interrupts: _Interrupts) -> int:
     last_done, last_t = 0.0, time.monotonic()
     async with httpx.AsyncClient() as client:
         while not stop.is_set():
-            st = await status(client, js, stack)
+            st = await _unless_stopped(status(client, js, stack), stop)
+            if st is None:
+                break
             now = time.monotonic()
             rate = (st.binds_done - last_done) / max(now - last_t, 1e-6) if last_done else 0.0
             last_done, last_t = st.binds_done, now
@@ -225,5 +230,20 @@ async def _watch(stack: Any, interrupts: _Interrupts) -> int:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
     print("\nstopping...", file=sys.stderr)
-    await nc.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), 2.0)  # a NATS that went away must not hold up the stop
     return 0
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> T | None:
+    """``work``'s result, or None as soon as ``stop`` is set (a slow scrape must not delay Ctrl-C)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    return None

@@ -78,9 +78,31 @@ async def finish_within(task: asyncio.Task[Any], deadline: float, grace: float =
     done, _ = await asyncio.wait({task}, timeout=deadline)
     if done:
         return True
-    log.error("work in flight did not finish within %.1fs; cancelling it", deadline)
+    log.error("work in flight did not finish within %.1fs; cancelling it; waiting in: %s", deadline, _waiting())
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=grace)
     if not done:
-        log.error("cancelled work did not finish within %.1fs more; leaving it", grace)
+        log.error("cancelled work did not finish within %.1fs more; leaving it; waiting in: %s", grace, _waiting())
     return False
+
+
+def _waiting() -> str:
+    """Where each task of the loop is suspended (its innermost frame): what a stuck stop waits for."""
+    current = asyncio.current_task()
+    places = []
+    for task in asyncio.all_tasks():
+        if task is current or task.done():
+            continue
+        places.append(f"{task.get_name()} at {_innermost(task.get_coro())}")
+    return "; ".join(sorted(places)) or "no other task"
+
+
+def _innermost(coro: Any) -> str:
+    """file:line of the deepest coroutine ``coro`` awaits (Task.get_stack shows only the outermost)."""
+    where = "?"
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno}"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where

@@ -144,10 +144,12 @@ class Admission:
         return response
 
     async def _post(self, hook: Obj, attrs: Attributes) -> Obj:
+        timeout = float(hook.get("timeoutSeconds") or 10)
         url = self._url(hook.get("clientConfig") or {})
+        # The API server tells the webhook its deadline in the URL.
+        url += ("&" if "?" in url else "?") + f"timeout={int(timeout)}s"
         request = _request(attrs)
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-        timeout = float(hook.get("timeoutSeconds") or 10)
         client = self._client(hook.get("clientConfig", {}).get("caBundle") or "")
         try:
             async with client.post(
@@ -159,6 +161,8 @@ class Admission:
                 status, content = reply.status, await reply.read()
         except TimeoutError:
             raise WebhookFailure(f'failed to call webhook: Post "{url}": context deadline exceeded') from None
+        except aiohttp.ClientConnectorError as exc:
+            raise WebhookFailure(f'failed to call webhook: Post "{url}": {_dial_error(exc)}') from None
         except (aiohttp.ClientError, ssl.SSLError, OSError, ValueError) as exc:
             raise WebhookFailure(f'failed to call webhook: Post "{url}": {exc}') from None
         if status != 200:
@@ -234,7 +238,11 @@ def _request(attrs: Attributes) -> Obj:
         "requestResource": resource,
         "name": attrs.name,
         "operation": attrs.operation,
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "userInfo": {
+            "username": "system:admin",
+            "uid": "system:admin",
+            "groups": ["system:masters", "system:authenticated"],
+        },
         "object": attrs.obj,
         "oldObject": attrs.old,
         "dryRun": attrs.dry_run,
@@ -279,3 +287,10 @@ def denied(name: str, status: Obj) -> ApiError:
     else:
         message = f"{prefix} without explanation"
     return ApiError(code, str(status.get("reason") or ""), message, status.get("details"))
+
+
+def _dial_error(exc: aiohttp.ClientConnectorError) -> str:
+    """A refused connection in Go's words (what the API server reports), anything else as it is."""
+    if isinstance(exc.os_error, ConnectionRefusedError):
+        return f"dial tcp {exc.host}:{exc.port}: connect: connection refused"
+    return str(exc)

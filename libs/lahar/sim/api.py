@@ -10,6 +10,7 @@ there is no ``await`` between the read and the write, so a request is atomic.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import bisect
 import time
@@ -22,6 +23,7 @@ import msgspec
 from lahar.sim import kinds, strategies, workloads
 from lahar.sim.admission import Admission, Attributes
 from lahar.sim.clock import iso
+from lahar.sim.crd_defaults import apply_defaults
 from lahar.sim.crds import crd_status, crd_types, validate_crd
 from lahar.sim.errors import (
     STALE,
@@ -32,9 +34,11 @@ from lahar.sim.errors import (
     invalid,
     not_found,
 )
+from lahar.sim.gc import POLICIES, GarbageCollector, deletion_finalizer
 from lahar.sim.objects import decode_json, decode_object, generated_name, int_option, new_uid, spec_part
-from lahar.sim.patch import apply_patch
+from lahar.sim.patch import apply_patch, check_patch_type
 from lahar.sim.resources import Registry, ResourceType, builtin_types
+from lahar.sim.rootca import RootCAPublisher
 from lahar.sim.selectors import Predicate, field_matcher, label_matcher
 from lahar.sim.store import DELETED, Entry, Event, Store, Table, object_key
 
@@ -66,8 +70,11 @@ class Api:
         self.registry = Registry()
         for rtype in builtin_types():
             self.registry.add(rtype)
+            self.store.table(rtype)  # every built-in history begins now, as the server's caches at start
         self.admission = Admission(self.store, webhook_services, self.namespace_labels)
         self.store.listeners.append(self._on_crd_event)
+        self.gc = GarbageCollector(self)
+        self.root_ca = RootCAPublisher(self)
 
     def rtype(self, group: str, plural: str) -> ResourceType:
         rtype = self.registry.by_resource.get((group, plural))
@@ -92,17 +99,23 @@ class Api:
         return 200, entry.raw
 
     def list_objects(self, t: Target, query: Query) -> Reply:
+        check_list_options(query)
         table = self.table(t.rtype)
         match = matcher(t.rtype, query)
         limit = int_option(query.get("limit"), "limit") or 0
         start = _continue_start(query.get("continue"))
-        if t.namespace is not None:
+        list_rv = self.store.rv
+        objects = table.objects
+        if query.get("resourceVersionMatch") == "Exact":
+            list_rv, objects = self._snapshot(table, query["resourceVersion"])
+            prefix = f"{t.namespace}/" if t.namespace is not None else ""
+            keys = sorted(k for k in objects if k.startswith(prefix) and k >= start)
+        elif t.namespace is not None:
             keys = namespace_slice(table, t.namespace, start)
         else:
             keys = table.keys_from(start) if start else table.sorted_keys()
         items: list[bytes] = []
         next_key = ""
-        objects = table.objects
         for key in keys:
             entry = objects[key]
             if match is None or match(entry.obj):
@@ -110,9 +123,9 @@ class Api:
                     next_key = key
                     break
                 items.append(entry.raw)
-        meta: Obj = {"resourceVersion": str(self.store.rv)}
+        meta: Obj = {"resourceVersion": str(list_rv)}
         if next_key:
-            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": self.store.rv, "start": next_key})).decode()
+            meta["continue"] = base64.urlsafe_b64encode(_encode({"rv": list_rv, "start": next_key})).decode()
         rtype = t.rtype
         head = (
             b'{"kind":"'
@@ -124,6 +137,22 @@ class Api:
             + b',"items":['
         )
         return 200, head + b",".join(items) + b"]}"
+
+    def _snapshot(self, table: Table, resource_version: str) -> tuple[int, dict[str, Entry]]:
+        """A list at an exact resourceVersion, rebuilt from the watch history."""
+        try:
+            rv = int(resource_version)
+        except ValueError:
+            raise ApiError(
+                500,
+                "",
+                f'resourceVersion: Invalid value: "{resource_version}": strconv.ParseUint: parsing '
+                f'"{resource_version}": invalid syntax',
+            ) from None
+        objects = table.snapshot(min(rv, self.store.rv))
+        if objects is None:
+            raise ApiError(410, "Expired", "The resourceVersion for the provided list is too old.")
+        return rv, objects
 
     def _entry(self, t: Target) -> Entry:
         assert t.name is not None
@@ -137,10 +166,12 @@ class Api:
     async def create(self, t: Target, body: bytes, query: Query) -> Reply:
         rtype = t.rtype
         obj = decode_object(body, rtype)
+        drop_empty(rtype, obj)  # as decoding into the Go types does, before any webhook sees it
         meta = obj["metadata"]
         self._place(t, meta)
         if meta.get("resourceVersion"):
-            raise bad_request("resourceVersion should not be set on objects to be created")
+            # A 500 without a reason, as the API server answers it.
+            raise ApiError(500, "", "resourceVersion should not be set on objects to be created")
         if not meta.get("name") and not meta.get("generateName"):
             raise invalid(
                 rtype.kind,
@@ -160,7 +191,7 @@ class Api:
                 obj,
                 None,
                 dry_run,
-                {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+                request_options("CreateOptions", dry_run),
             )
             obj = await self.admission.mutate(attrs) or obj
             self._before_create(rtype, obj)
@@ -175,7 +206,17 @@ class Api:
             raise already_exists(rtype.plural, rtype.group, meta["name"])
         if dry_run:
             return 201, _encode(obj)
-        return 201, self.store.put(table, obj, None).raw
+        raw = self.store.put(table, obj, None).raw
+        if rtype.key == _NAMESPACES:
+            self.root_ca.publish(meta["name"])
+        return 201, raw
+
+    def seed_object(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """Create at once, without webhooks: what the emulator's own controllers write."""
+        drop_empty(rtype, obj)
+        self._defaults(rtype, obj)
+        self._before_create(rtype, obj)
+        return self.store.put(self.table(rtype), obj, None).obj
 
     def _place(self, t: Target, meta: Obj) -> None:
         """Put the URL's namespace in the object (or refuse a different one)."""
@@ -199,7 +240,9 @@ class Api:
             spec = obj.get("spec")
             if isinstance(spec, dict):
                 strategies.default_pod_spec(spec)
+                strategies.admit_service_account(spec)
                 self._admit_priority(obj, spec)
+                strategies.admit_default_tolerations(spec)
 
     def _admit_priority(self, obj: Obj, spec: Obj) -> None:
         """The Priority admission plugin: resolve spec.priorityClassName into spec.priority."""
@@ -210,12 +253,7 @@ class Api:
         if name:
             entry = objects.get(name)
             if entry is None:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName", "")}" '
-                    f"is forbidden: no PriorityClass with name {name} was found",
-                )
+                raise forbidden_pod(obj, f"no PriorityClass with name {name} was found")
             pc = entry.obj
         else:
             pc = next((e.obj for e in objects.values() if e.obj.get("globalDefault")), None)
@@ -223,15 +261,13 @@ class Api:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = pc.get("value", 0) if pc is not None else 0
         if "priority" in spec and spec["priority"] != value:
-            raise ApiError(
-                403,
-                "Forbidden",
-                "the integer value of priority must not be provided in pod spec; "
-                "priority admission controller computed the value from the given PriorityClass name",
+            raise forbidden_pod(
+                obj,
+                f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name",
             )
         spec["priority"] = value
-        if pc is not None:
-            spec.setdefault("preemptionPolicy", pc.get("preemptionPolicy", "PreemptLowerPriority"))
+        spec.setdefault("preemptionPolicy", (pc or {}).get("preemptionPolicy", "PreemptLowerPriority"))
 
     def _before_create(self, rtype: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -241,17 +277,22 @@ class Api:
             meta.pop(field, None)
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = iso()
-        meta["generation"] = 1
+        meta.pop("generation", None)
+        if tracks_generation(rtype):
+            meta["generation"] = 1
         prepare = _PREPARE_CREATE.get(rtype.key)
         if prepare is not None:
             prepare(obj)
         elif rtype.custom and rtype.status:
             obj.pop("status", None)  # custom resources with a status subresource drop it on create
+        if rtype.custom:
+            apply_defaults(obj, rtype.schema)
         if rtype.key == _SERVICES:
             kinds.allocate_cluster_ip(obj, (e.obj for e in self.table(rtype).objects.values()))
         self._validate(rtype, obj)
 
     def _validate(self, rtype: ResourceType, obj: Obj) -> None:
+        drop_empty(rtype, obj)
         meta = obj["metadata"]
         causes = strategies.validate_name(rtype, meta["name"]) + strategies.validate_metadata(meta)
         check = _VALIDATE.get(rtype.key)
@@ -271,6 +312,7 @@ class Api:
         return await self._update(t, candidate, query)
 
     async def patch(self, t: Target, body: bytes, content_type: str, query: Query) -> Reply:
+        check_patch_type(content_type, strategic_allowed=not t.rtype.custom)
         patch = decode_json(body, "the patch")
 
         def candidate(entry: Entry) -> tuple[Obj, str]:
@@ -309,7 +351,7 @@ class Api:
                     new,
                     entry.obj,
                     dry_run,
-                    {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
+                    request_options("UpdateOptions", dry_run),
                 )
                 new = await self.admission.mutate(attrs) or new
                 new = self._merge_update(t, new, entry.obj)
@@ -334,6 +376,8 @@ class Api:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
+            if rtype.custom:
+                apply_defaults(merged, rtype.schema)
             return merged
         meta, old_meta = dict(new["metadata"]), old["metadata"]
         for field in (
@@ -357,10 +401,12 @@ class Api:
                 new["status"] = old["status"]
             else:
                 new.pop("status", None)
+        if rtype.custom:
+            apply_defaults(new, rtype.schema)
         causes = self._prepare_update(rtype, new, old)
         if causes:
             raise invalid(rtype.kind, rtype.group, meta["name"], causes)
-        if spec_part(new) != spec_part(old):
+        if tracks_generation(rtype) and spec_part(new) != spec_part(old):
             meta["generation"] = int(old_meta.get("generation") or 1) + 1
         self._validate(rtype, new)
         return new
@@ -399,13 +445,22 @@ class Api:
                 None,
                 entry.obj,
                 is_dry_run(query),
-                {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options},
+                request_options("DeleteOptions", is_dry_run(query), options),
             )
             await self.admission.validate(attrs)
             entry = self._entry(t)
         if is_dry_run(query):
             return 200, entry.raw
-        return 200, _encode(self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds")))
+        deleted = self.delete_object(self.table(t.rtype), entry, options.get("gracePeriodSeconds"), options["policy"])
+        if t.rtype.key in _RETURN_DELETED or self.store.get(t.rtype, t.namespace, t.name or "") is not None:
+            return 200, _encode(deleted)
+        # Gone at once: most resources answer with a Status naming what went.
+        meta = deleted["metadata"]
+        details = {"name": meta["name"], **({"group": t.rtype.group} if t.rtype.group else {})}
+        details |= {"kind": t.rtype.plural, "uid": meta["uid"]}
+        return 200, _encode(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )
 
     async def delete_collection(self, t: Target, body: bytes, query: Query) -> Reply:
         table = self.table(t.rtype)
@@ -422,7 +477,9 @@ class Api:
                 attrs = Attributes(t.rtype, "", "DELETE", t.namespace, name, None, entry.obj, is_dry_run(query), None)
                 await self.admission.validate(attrs)
             if not is_dry_run(query):
-                items.append(self.delete_object(table, entry, options.get("gracePeriodSeconds")))
+                deleted = self.delete_object(table, entry, options.get("gracePeriodSeconds"), options["policy"])
+                # The server lists them as its internal objects, without apiVersion and kind.
+                items.append({k: v for k, v in deleted.items() if k not in ("apiVersion", "kind")})
         rtype = t.rtype
         return 200, _encode(
             {
@@ -433,16 +490,21 @@ class Api:
             }
         )
 
-    def delete_object(self, table: Table, entry: Entry, grace: int | None) -> Obj:
-        """Delete now, or mark the object as being deleted (graceful pods, finalizers)."""
+    def delete_object(self, table: Table, entry: Entry, grace: int | None, policy: str = "Background") -> Obj:
+        """Delete now, or mark the object as being deleted (graceful pods, finalizers, the
+        garbage collector's ``orphan`` and ``foregroundDeletion``)."""
         obj, meta = entry.obj, entry.obj["metadata"]
+        finalizer = deletion_finalizer(policy)
+        if finalizer and not meta.get("deletionTimestamp") and finalizer not in (meta.get("finalizers") or ()):
+            meta = {**meta, "finalizers": [*(meta.get("finalizers") or ()), finalizer]}
+            obj = {**obj, "metadata": meta}
         grace = pod_grace(obj, grace) if table.rtype.key == _PODS else 0
         if grace > 0:
             deadline = time.time() + grace
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) <= grace:
                 return obj  # already terminating with a shorter grace period
             new_meta = {**meta, "deletionTimestamp": iso(deadline), "deletionGracePeriodSeconds": grace}
-            return self.store.put(table, {**obj, "metadata": new_meta}, obj).obj
+            return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", 0) == 0:
                 return obj
@@ -451,10 +513,34 @@ class Api:
                 "deletionTimestamp": meta.get("deletionTimestamp") or iso(),
                 "deletionGracePeriodSeconds": 0,
             }
-            return self.store.put(table, {**obj, "metadata": new_meta}, obj).obj
+            return self.store.put(table, {**obj, "metadata": new_meta}, entry.obj).obj
         if table.rtype.key == _NAMESPACES:
-            self._empty_namespace(meta["name"])
+            return self._terminate_namespace(table, entry)
+        if table.rtype.key == _PODS:
+            # A pod always passes through graceful deletion, with a period of 0 here.
+            obj = {**obj, "metadata": {**meta, "deletionTimestamp": iso(), "deletionGracePeriodSeconds": 0}}
         return self.store.remove(table, obj)
+
+    def _terminate_namespace(self, table: Table, entry: Entry) -> Obj:
+        """Terminating now; its objects and then itself go right after (the namespace controller's
+        work, done at once: no grace periods, no finalizers)."""
+        obj, meta = entry.obj, entry.obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            new_meta = {**meta, "deletionTimestamp": iso()}
+            obj = self.store.put(table, {**obj, "metadata": new_meta, "status": {"phase": "Terminating"}}, obj).obj
+        name = meta["name"]
+
+        def finish() -> None:
+            current = self.store.get(table.rtype, None, name)
+            if current is not None and current.obj["metadata"].get("uid") == meta.get("uid"):
+                self._empty_namespace(name)
+                self.store.remove(table, current.obj)
+
+        try:
+            asyncio.get_running_loop().call_soon(finish)
+        except RuntimeError:  # no loop (Api driven directly): at once
+            finish()
+        return obj
 
     def _empty_namespace(self, namespace: str) -> None:
         # The namespace controller's job, done at once: its objects go without grace or finalizers.
@@ -485,6 +571,8 @@ class Api:
             self.registry.add(rtype)
         if old is not None and types:
             old.rtype = types[0]
+        elif types:
+            self.store.table(types[0])
 
 
 # --- module helpers ------------------------------------------------------------------------------------
@@ -525,6 +613,45 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
 }
 
 
+# Resources whose deletion answers with the deleted object rather than a Status.
+_RETURN_DELETED = frozenset({_PODS, _SERVICES})
+# Built-in resources whose strategies keep metadata.generation (the others never set it).
+_GENERATION = frozenset(
+    {
+        ("", "pods"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        _CRDS,
+    }
+)
+
+
+# Fields the Go types leave out when empty (omitempty): stored without them, as etcd holds them.
+_OMIT_EMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
+_OMIT_EMPTY: dict[tuple[str, str], tuple[str, ...]] = {("", "configmaps"): ("data", "binaryData")}
+
+
+def drop_empty(rtype: ResourceType, obj: Obj) -> None:
+    meta = obj["metadata"]
+    for field in _OMIT_EMPTY_META:
+        if field in meta and meta[field] in ({}, [], None):
+            del meta[field]
+    for field in _OMIT_EMPTY.get(rtype.key, ()):
+        if field in obj and obj[field] in ({}, None):
+            del obj[field]
+
+
+def tracks_generation(rtype: ResourceType) -> bool:
+    return rtype.custom or rtype.key in _GENERATION
+
+
 def matcher(rtype: ResourceType, query: Query) -> Predicate | None:
     label = label_matcher(query.get("labelSelector"))
     field = field_matcher(query.get("fieldSelector"), rtype.qualified)
@@ -555,27 +682,88 @@ def delete_options(body: bytes, query: Query) -> Obj:
         options = decoded
     grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
     options["gracePeriodSeconds"] = int_option(grace, "gracePeriodSeconds")
+    options["policy"] = propagation_policy(options, query)
     return options
 
 
+def propagation_policy(options: Obj, query: Query) -> str:
+    """``propagationPolicy`` (or the older ``orphanDependents``) of a deletion; Background by default."""
+    policy = options.get("propagationPolicy", query.get("propagationPolicy"))
+    orphan = options.get("orphanDependents", query.get("orphanDependents"))
+    orphan = orphan in (True, "true", "1") if orphan is not None else None
+    causes = []
+    if policy is not None and policy not in POLICIES:
+        supported = ", ".join(f'"{p}"' for p in (*POLICIES, "nil"))
+        causes.append(("propagationPolicy", f'Unsupported value: "{policy}": supported values: {supported}'))
+    if policy is not None and orphan is not None:
+        causes.append(
+            ("propagationPolicy", "Invalid value: orphanDependents and deletionPropagation cannot both be set")
+        )
+    if causes:
+        raise invalid("DeleteOptions", "meta.k8s.io", "", causes)
+    if orphan is not None:
+        return "Orphan" if orphan else "Background"
+    return str(policy or "Background")
+
+
 def check_preconditions(rtype: ResourceType, entry: Entry, options: Obj) -> None:
+    """DeleteOptions.preconditions, checked (and worded) as the server's BeforeDelete does."""
     pre = options.get("preconditions") or {}
     meta = entry.obj["metadata"]
     if pre.get("uid") and pre["uid"] != meta["uid"]:
         raise conflict(
-            rtype.plural,
+            rtype.kind,
             rtype.group,
             meta["name"],
-            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+            f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta['uid']}). "
+            "The object might have been deleted and then recreated",
         )
     if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
         raise conflict(
-            rtype.plural,
+            rtype.kind,
             rtype.group,
             meta["name"],
-            f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-            f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+            f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
         )
+
+
+def forbidden_pod(pod: Obj, why: str) -> ApiError:
+    """403 from a built-in admission plugin, worded as the server's NewForbidden."""
+    name = pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+    return ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {why}', {"name": name, "kind": "pods"})
+
+
+def check_list_options(query: Query) -> None:
+    match = query.get("resourceVersionMatch")
+    if not match:
+        return
+    causes = []
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            ("resourceVersionMatch", f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
+        )
+    elif not query.get("resourceVersion"):
+        causes.append(
+            ("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
+        )
+    elif match == "Exact" and query.get("resourceVersion") == "0":
+        causes.append(
+            ("resourceVersionMatch", 'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        )
+    if causes:
+        raise invalid("ListOptions", "meta.k8s.io", "", causes)
+
+
+def request_options(kind: str, dry_run: bool, given: Obj | None = None) -> Obj:
+    """The options an AdmissionReview carries: what the client set (our own keys left out)."""
+    options: Obj = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+    for key, value in (given or {}).items():
+        if key not in ("policy", "kind", "apiVersion") and value is not None:
+            options[key] = value
+    if dry_run:
+        options["dryRun"] = ["All"]
+    return options
 
 
 def is_dry_run(query: Query) -> bool:

@@ -16,9 +16,9 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from lahar.sim import pods, resources, watch
+from lahar.sim import openapi, pods, resources, tables, watch
 from lahar.sim.api import Api, Target
-from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed
+from lahar.sim.errors import ApiError, bad_request, internal, method_not_allowed, no_such_resource, not_found
 from lahar.sim.faults import Faults, FaultSpecError
 
 log = logging.getLogger("lahar.sim")
@@ -54,7 +54,7 @@ class App:
             if method == "GET" and (query.get("watch") in ("true", "1") or _is_watch_path(path)):
                 await self._watch(path, query, receive, send)
                 return
-            status, payload, headers = await self._dispatch(method, path, query, body, _header(scope, b"content-type"))
+            status, payload, headers = await self._dispatch(method, path, query, body, scope)
         except ApiError as exc:
             status, payload, headers = exc.code, exc.body(), exc.headers
         except Exception as exc:  # one bad request must never take the server down
@@ -66,7 +66,7 @@ class App:
     # --- routing ----------------------------------------------------------------------------------
 
     async def _dispatch(
-        self, method: str, path: str, query: dict[str, str], body: bytes, content_type: str
+        self, method: str, path: str, query: dict[str, str], body: bytes, scope: Scope
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         parts = [p for p in path.split("/") if p]
         if parts and parts[0] in ("api", "apis") and method in _VERB:
@@ -79,7 +79,9 @@ class App:
             verb = self._verb(method, t)
             if self.faults.active():
                 await self.faults.apply(verb)
-            status, payload = await self._resource(method, t, query, body, content_type)
+            status, payload = await self._resource(method, t, query, body, _header(scope, b"content-type"))
+            if method == "GET" and status == 200 and tables.wants_table(_header(scope, b"accept")):
+                payload = _as_table(t, payload, query)
             return status, payload, []
         return self._misc(method, path, body)
 
@@ -87,13 +89,32 @@ class App:
         path = path.rstrip("/") or "/"
         if path == "/version":
             return 200, _encode(resources.VERSION_INFO), []
+        if path.startswith("/openapi/") and method == "GET":
+            return 200, _encode(self._openapi(path)), []
         if path in ("/healthz", "/readyz", "/livez"):
             return 200, b"ok", [(b"content-type", b"text/plain")]
         if path == ADMIN:
             if method == "PUT":
                 self._set_faults(body)
             return 200, _encode(self.faults.to_json()), []
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise no_such_resource()
+
+    def _openapi(self, path: str) -> Any:
+        registry = self.api.registry
+        if path == "/openapi/v2":
+            return openapi.swagger_v2()
+        if path == "/openapi/v3":
+            return openapi.root(registry)
+        parts = path.split("/")[3:]  # after /openapi/v3/
+        if len(parts) == 2 and parts[0] == "api":
+            doc = openapi.group_version(registry, "", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            doc = openapi.group_version(registry, parts[1], parts[2])
+        else:
+            doc = None
+        if doc is None:
+            raise no_such_resource()
+        return doc
 
     def _set_faults(self, body: bytes) -> None:
         try:
@@ -118,12 +139,12 @@ class App:
         if len(parts) == 2 and parts[0] == "apis":
             versions = registry.group_versions().get(parts[1])
             if not versions:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             return resources.api_group(parts[1], versions)
         if len(parts) == 3 and parts[0] == "apis":
             types = registry.in_group_version(parts[1], parts[2])
             if not types:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             return resources.resource_list(parts[1], parts[2], types)
         return None
 
@@ -133,7 +154,7 @@ class App:
             group, version, rest = "", parts[1], parts[2:]
         else:
             if len(parts) < 4:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_such_resource()
             group, version, rest = parts[1], parts[2], parts[3:]
         if rest and rest[0] == "watch":
             rest = rest[1:]
@@ -141,17 +162,20 @@ class App:
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBS:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         rtype = self.api.registry.get(group, version, rest[0])
         if rtype is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         if (namespace is not None and not rtype.namespaced) or (
             rtype.namespaced and namespace is None and len(rest) > 1
         ):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         sub = rest[2] if len(rest) == 3 else ""
+        if sub == "status" and not rtype.status and rtype.custom:
+            # The server routes CUSTOM/NAME/status to the object and finds no such subresource.
+            raise not_found(rtype.plural, rtype.group, rest[1])
         if (sub and sub != "status" and sub not in rtype.extra_subresources) or (sub == "status" and not rtype.status):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_such_resource()
         return Target(rtype, namespace, rest[1] if len(rest) >= 2 else None, sub)
 
     @staticmethod
@@ -176,6 +200,8 @@ class App:
             if method == "POST":
                 return await api.create(t, body, query)
             if method == "DELETE":
+                if "deletecollection" not in rtype.verbs:
+                    raise method_not_allowed()
                 return await api.delete_collection(t, body, query)
             raise method_not_allowed()
         if t.subresource in ("binding", "eviction"):
@@ -266,6 +292,18 @@ async def _respond(send: Send, status: int, payload: bytes, headers: list[tuple[
     out.append((b"content-length", str(len(payload)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": payload})
+
+
+def _as_table(t: Target, payload: bytes, query: dict[str, str]) -> bytes:
+    """A list or object reply as the Table kubectl asks for (decoded again: kubectl's path is not hot)."""
+    decoded = msgspec.json.decode(payload)
+    objects = decoded["items"] if t.name is None else [decoded]
+    include = query.get("includeObject") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise bad_request(
+            f'includeObject: Unsupported value: "{include}": supported values: "None", "Metadata", "Object"'
+        )
+    return _encode(tables.to_table(t.rtype, objects, decoded["metadata"].get("resourceVersion", ""), include))
 
 
 def _is_watch_path(path: str) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lahar.sim.clock import iso
-from lahar.sim.resources import ResourceType
+from lahar.sim.crd_defaults import volcano_skeletons
+from lahar.sim.resources import CUSTOM_VERBS, ResourceType
 
 Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
@@ -90,7 +91,9 @@ def crd_types(obj: Obj) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 status="status" in (version.get("subresources") or {}),
                 custom=True,
+                verbs=CUSTOM_VERBS,
                 printer_columns=list(version.get("additionalPrinterColumns") or []),
+                schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             )
         )
     return out
@@ -116,11 +119,12 @@ def _crd(
     status: bool,
     columns: list[Obj],
 ) -> Obj:
+    schema = volcano_skeletons().get(f"{plural}.{group}/{version}") or {}
     ver: Obj = {
         "name": version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "schema": {"openAPIV3Schema": {**schema, "type": "object", "x-kubernetes-preserve-unknown-fields": True}},
         "subresources": {"status": {}} if status else {},
     }
     if columns:

@@ -43,12 +43,18 @@ def status_object(code: int, reason: str, message: str, details: dict[str, Any] 
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
-        "code": code,
     }
-    if details:
+    if reason:  # the server leaves it out of errors it has no reason for (e.g. a plain 500)
+        status["reason"] = reason
+    if details is not None:
         status["details"] = details
+    status["code"] = code
     return status
+
+
+def no_such_resource() -> ApiError:
+    """A URL that names no resource the server serves (the server answers with empty details)."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
 
 def success_status(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -65,9 +71,10 @@ def success_status(code: int = 200, details: dict[str, Any] | None = None) -> di
 
 
 def _details(resource: str, group: str, name: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": resource}
+    details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
+    details["kind"] = resource
     return details
 
 
@@ -103,17 +110,32 @@ def conflict(resource: str, group: str, name: str, why: str) -> ApiError:
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
 
 
+# field.ErrorType of k8s.io/apimachinery: a cause's reason follows from its message's first words.
+_CAUSE_REASONS = (
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Not found", "FieldValueNotFound"),
+    ("Internal error", "InternalError"),
+)
+
+
+def cause_reason(why: str) -> str:
+    return next((reason for prefix, reason in _CAUSE_REASONS if why.startswith(prefix)), "FieldValueInvalid")
+
+
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
     """422 Invalid; ``causes`` are ``(field, why)`` pairs, as in ``spec.containers: Required value``."""
     text = ", ".join(f"{field}: {why}" for field, why in causes)
     qualified_kind = f"{kind}.{group}" if group else kind
-    details = {
-        "name": name,
-        "kind": kind,
-        "causes": [{"reason": "FieldValueInvalid", "message": why, "field": field} for field, why in causes],
-    }
+    details: dict[str, Any] = {"name": name} if name else {}
     if group:
         details["group"] = group
+    details["kind"] = kind
+    details["causes"] = [{"reason": cause_reason(why), "message": why, "field": field} for field, why in causes]
     return ApiError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {text}', details)
 
 

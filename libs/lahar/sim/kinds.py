@@ -49,9 +49,10 @@ def allocate_cluster_ip(obj: Obj, services: Iterable[Obj]) -> None:
         ip = next(str(h) for h in hosts if str(h) not in used)
     spec["clusterIP"] = ip
     spec["clusterIPs"] = [ip]
-    if ip != "None":
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("ipFamilies", ["IPv4"])
+    # A headless Service without a selector may take both families, as on the server.
+    headless_any = ip == "None" and not spec.get("selector")
+    spec.setdefault("ipFamilyPolicy", "RequireDualStack" if headless_any else "SingleStack")
     obj["status"] = {"loadBalancer": {}}
 
 
@@ -78,18 +79,25 @@ def normalize_secret(obj: Obj) -> None:
     data = obj.get("data") or {}
     if not isinstance(data, dict):
         raise bad_request("Secret.data: must be a map of strings")
-    for key, value in data.items():
+    for value in data.values():
         try:
             base64.b64decode(str(value), validate=True)
         except (binascii.Error, ValueError):
             raise bad_request(
-                f'Secret in version "v1" cannot be handled as a Secret: data[{key}]: illegal base64 data'
+                f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte '
+                f"{_bad_base64_at(str(value))}"
             ) from None
     string_data = obj.pop("stringData", None) or {}
     for key, value in string_data.items():
         data[key] = base64.b64encode(str(value).encode()).decode()
     if data:
         obj["data"] = data
+
+
+def _bad_base64_at(text: str) -> int:
+    """Where Go's decoder stops: the first byte outside the alphabet (else the end)."""
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+    return next((i for i, ch in enumerate(text) if ch not in alphabet), len(text))
 
 
 def prepare_secret_update(new: Obj, old: Obj) -> Causes:
@@ -124,12 +132,21 @@ def validate_event_v1(obj: Obj) -> Causes:
     return causes
 
 
+def default_core_event(obj: Obj) -> None:
+    """Fields of a core/v1 Event the Go type always serialises (no omitempty)."""
+    for field in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        obj.setdefault(field, None)
+    for field in ("reportingComponent", "reportingInstance"):
+        obj.setdefault(field, "")
+
+
 _SERVICES = ("", "services")
 _SECRETS = ("", "secrets")
 PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
     _SERVICES: default_service,
     _SECRETS: normalize_secret,
     ("", "persistentvolumeclaims"): prepare_pvc_create,
+    ("", "events"): default_core_event,
 }
 VALIDATE: dict[tuple[str, str], Callable[[Obj], Causes]] = {("events.k8s.io", "events"): validate_event_v1}
 PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {

@@ -29,7 +29,15 @@ def decode_json(body: bytes, what: str = "the request body") -> Any:
 
 def decode_object(body: bytes, rtype: ResourceType) -> Obj:
     """A JSON object whose apiVersion/kind, when present, are those of ``rtype``; metadata is a dict."""
-    obj = decode_json(body)
+    try:
+        obj = _decode(body)
+    except msgspec.DecodeError as exc:
+        # Worded as the server's decoder, which echoes the body.
+        detail = "unexpected end of JSON input" if "truncated" in str(exc) else str(exc)
+        raise bad_request(
+            f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
+            f"json parse error: {detail} ({body.decode(errors='replace')})"
+        ) from None
     if not isinstance(obj, dict):
         raise bad_request("the body of the request must be a JSON object")
     check_kind(obj, rtype)
@@ -51,6 +59,13 @@ def check_kind(obj: Obj, rtype: ResourceType) -> None:
             f"the API version in the data ({api_version}) does not match the expected API version ({rtype.api_version})"
         )
     if kind and kind != rtype.kind:
+        if not rtype.custom and (not api_version or api_version == rtype.api_version):
+            # The server decodes the body as the kind it names, then fails to convert it.
+            internal = rtype.group.split(".")[0] or "core"
+            raise bad_request(
+                f'{kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+                f"converting ({rtype.version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            )
         raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})")
     obj["apiVersion"] = rtype.api_version
     obj["kind"] = rtype.kind

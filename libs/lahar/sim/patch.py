@@ -50,47 +50,50 @@ MERGE_KEYS: dict[str, str] = {
 PRIMITIVE_MERGE = frozenset({"finalizers"})
 
 
-def apply_patch(content_type: str, target: Obj, patch: Any, strategic_allowed: bool) -> Obj:
-    """Return a new object; ``target`` is not modified."""
-    if content_type == JSON_PATCH:
-        return _json_patch(target, patch)
-    if content_type == MERGE_PATCH:
-        if not isinstance(patch, dict):
-            raise bad_request("merge patch: the body must be a JSON object")
-        merged: Obj = merge_patch(target, patch)
-        return merged
-    if content_type == STRATEGIC:
-        if not strategic_allowed:
-            raise ApiError(
-                415,
-                "UnsupportedMediaType",
-                "strategic merge patch is not supported for custom resources; use merge patch or JSON patch",
-            )
-        if not isinstance(patch, dict):
-            raise bad_request("strategic merge patch: the body must be a JSON object")
-        result: Obj = strategic_merge(target, patch)
-        return result
+def check_patch_type(content_type: str, strategic_allowed: bool) -> None:
+    """Refuse a patch type before anything else, with the server's 415s."""
+    if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC, APPLY_PATCH):
+        raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+    if content_type == STRATEGIC and not strategic_allowed:
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: "
+            f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}",
+        )
     if content_type == APPLY_PATCH:
         raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the Lahar emulator")
-    raise ApiError(
-        415,
-        "UnsupportedMediaType",
-        f"the body of the request was in an unknown format - accepted media types include: "
-        f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC}; got {content_type!r}",
-    )
+
+
+def apply_patch(content_type: str, target: Obj, patch: Any, strategic_allowed: bool) -> Obj:
+    """Return a new object; ``target`` is not modified."""
+    check_patch_type(content_type, strategic_allowed)
+    if content_type == JSON_PATCH:
+        return _json_patch(target, patch)
+    if not isinstance(patch, dict):
+        what = "merge patch" if content_type == MERGE_PATCH else "strategic merge patch"
+        raise bad_request(f"{what}: the body must be a JSON object")
+    if content_type == MERGE_PATCH:
+        merged: Obj = merge_patch(target, patch)
+        return merged
+    result: Obj = strategic_merge(target, patch)
+    return result
 
 
 def _json_patch(target: Obj, patch: Any) -> Obj:
     if not isinstance(patch, list):
-        raise bad_request("json patch: the body must be a JSON array of operations")
+        # What the server's decoder says of anything but a list.
+        kind = "object" if isinstance(patch, dict) else type(patch).__name__
+        raise bad_request(
+            f"error decoding patch: json: cannot unmarshal {kind} into Go value of type []handlers.jsonPatchOp"
+        )
     try:
         result = jsonpatch.apply_patch(target, patch, in_place=False)
-    except jsonpatch.JsonPatchConflict as exc:
-        raise ApiError(
-            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
-        ) from None
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
-        raise bad_request(f"json patch: {exc}") from None
+        # The server decodes the operations first (a 400 when that fails) and answers any failure
+        # to apply them, a failed "test" included, with this 422.
+        del exc
+        raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {}) from None
     if not isinstance(result, dict):
         raise bad_request("json patch: the result is not an object")
     return result
@@ -146,7 +149,8 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     if not isinstance(current, list):
         current = []
     if field in PRIMITIVE_MERGE:
-        return [*current, *(v for v in patch if v not in current)]
+        # The patch's items first, then those only the server had: the order the server's merge gives.
+        return [*dict.fromkeys(patch), *(v for v in current if v not in patch)]
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(item, dict) for item in patch):
         return copy.deepcopy(patch)

@@ -12,9 +12,18 @@ from typing import Any
 import msgspec
 
 from lahar.sim.admission import Attributes
-from lahar.sim.api import Api, Query, Reply, Target, check_preconditions, is_dry_run
+from lahar.sim.api import (
+    Api,
+    Query,
+    Reply,
+    Target,
+    check_preconditions,
+    is_dry_run,
+    propagation_policy,
+    request_options,
+)
 from lahar.sim.clock import iso
-from lahar.sim.errors import bad_request, conflict, invalid, not_found, success_status
+from lahar.sim.errors import ApiError, bad_request, conflict, invalid, not_found, success_status
 from lahar.sim.objects import decode_json, int_option
 
 Obj = dict[str, Any]
@@ -44,11 +53,12 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
         raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({t.name})")
     if meta.get("namespace") and meta["namespace"] != t.namespace:
         raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    meta["namespace"] = t.namespace
     node = (binding.get("target") or {}).get("name") if isinstance(binding.get("target"), dict) else None
     if not name:
         raise invalid("Binding", "", "", [("metadata.name", "Required value")])
     if not node:
-        raise invalid("Binding", "", name, [("target.name", "Required value")])
+        raise ApiError(500, "", "target.name: Required value")  # a 500, as the binding storage answers
     pods = api.rtype("", "pods")
     if api.admission.active(pods):
         attrs = Attributes(
@@ -60,7 +70,7 @@ async def bind(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             binding,
             None,
             is_dry_run(query),
-            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            request_options("CreateOptions", is_dry_run(query)),
             ("", "v1", "Binding"),
         )
         await api.admission.mutate(attrs)
@@ -109,6 +119,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
     if not isinstance(options, dict):
         raise bad_request("deleteOptions: must be an object")
     grace = int_option(options.get("gracePeriodSeconds"), "deleteOptions.gracePeriodSeconds")
+    policy = propagation_policy(options, {})
     if api.admission.active(pods):
         attrs = Attributes(
             pods,
@@ -119,7 +130,7 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
             eviction,
             None,
             is_dry_run(query),
-            {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            request_options("CreateOptions", is_dry_run(query)),
             ("policy", "v1", "Eviction"),
         )
         await api.admission.validate(attrs)
@@ -128,5 +139,5 @@ async def evict(api: Api, t: Target, body: bytes, query: Query) -> Reply:
         raise not_found("pods", "", name)
     check_preconditions(pods, entry, options)
     if not is_dry_run(query):
-        api.delete_object(api.table(pods), entry, grace)
+        api.delete_object(api.table(pods), entry, grace, policy)
     return 201, _CREATED

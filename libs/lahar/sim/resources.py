@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+_NO_DELETECOLLECTION = tuple(v for v in ALL_VERBS if v != "deletecollection")
+# The order the apiextensions server lists a custom resource's verbs in.
+CUSTOM_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
 
 
 @dataclass(eq=False)
@@ -28,6 +31,7 @@ class ResourceType:
     custom: bool = False  # served from a CRD: no strategic merge patch, status dropped on create
     verbs: tuple[str, ...] = ALL_VERBS
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
+    schema: dict[str, Any] | None = None  # a custom resource's openAPIV3Schema (for its defaults)
 
     def __post_init__(self) -> None:
         if not self.singular:
@@ -82,7 +86,7 @@ def builtin_types() -> list[ResourceType]:
             categories=("all",),
         ),
         _core("nodes", "Node", False, short_names=("no",), status=True),
-        _core("namespaces", "Namespace", False, short_names=("ns",), status=True),
+        _core("namespaces", "Namespace", False, short_names=("ns",), status=True, verbs=_NO_DELETECOLLECTION),
         _core("events", "Event", True, short_names=("ev",)),
         _core("configmaps", "ConfigMap", True, short_names=("cm",)),
         _core("secrets", "Secret", True),

@@ -115,8 +115,9 @@ class _Parser:
         return _check_value(self.take())
 
     def value_set(self) -> frozenset[str]:
-        if self.take() != "(":
-            raise bad_request(f"unable to parse requirement: expected '(' in {self.text!r}")
+        tok = self.take()
+        if tok != "(":
+            raise bad_request(f"unable to parse requirement: found '{tok or ''}' expected: '('")
         values: set[str] = set()
         while True:
             values.add(self.value())
@@ -327,6 +328,10 @@ def field_matcher(text: str | None, resource: str) -> Predicate | None:
             continue
         field, op, value = _field_term(term)
         if field not in allowed:
+            if allowed is _COMMON:  # the server's default conversion has its own wording
+                raise bad_request(
+                    f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+                )
             raise bad_request(f"field label not supported: {field}")
         get = _path_getter(_ALIASES.get(field, field))
         checks.append(_field_check(get, value, negate=op == "!="))

@@ -153,6 +153,23 @@ class Table:
         for watcher in self.watchers:
             watcher.offer(event)
 
+    def snapshot(self, rv: int) -> dict[str, Entry] | None:
+        """The objects as they were at ``rv`` (None when the history no longer reaches back)."""
+        if rv < self.compacted_rv:
+            return None
+        objects = dict(self.objects)
+        for event in reversed(self.history):
+            if event.rv <= rv:
+                break
+            meta = event.obj["metadata"]
+            key = object_key(meta.get("namespace"), meta["name"])
+            if event.type == ADDED:
+                objects.pop(key, None)
+            elif event.prev is not None:  # modified or deleted: back to what it was
+                prev = event.prev
+                objects[key] = Entry(prev, _encode(prev), int(prev["metadata"].get("resourceVersion") or 0))
+        return objects
+
     def events_after(self, rv: int) -> Iterator[Event]:
         # History is ordered by rv; skip the older part from the left.
         for event in self.history:
@@ -174,6 +191,9 @@ class Store:
         table = self.tables.get(rtype.key)
         if table is None:
             table = self.tables[rtype.key] = Table(rtype, self.history_size)
+            # Like the API server's watch cache, its history begins when it is made: a watch from
+            # an older resourceVersion gets 410 (for a CRD's resources: older than the CRD).
+            table.compacted_rv = self.rv
         return table
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Entry | None:
@@ -196,15 +216,17 @@ class Store:
         return entry
 
     def remove(self, table: Table, obj: Obj) -> Obj:
-        """Remove an object; the DELETED event carries its last state at a new resourceVersion."""
+        """Remove an object; the DELETED event carries its last state at a new resourceVersion
+        (and, as ``prev``, the object as it was stored)."""
         self.rv += 1
+        prev = obj
         obj = dict(obj)
         obj["metadata"] = meta = dict(obj["metadata"])
         meta["resourceVersion"] = str(self.rv)
         key = object_key(meta.get("namespace"), meta["name"])
         if table.objects.pop(key, None) is not None:
             table._sorted = None
-        self._emit(table, Event(DELETED, obj, _encode(obj), self.rv, None))
+        self._emit(table, Event(DELETED, obj, _encode(obj), self.rv, prev))
         return obj
 
     def drop_table(self, key: tuple[str, str]) -> None:

@@ -10,7 +10,9 @@ import re
 from typing import Any
 
 from lahar.api.podresources import pod_resource_causes
+from lahar.api.quantity import QuantityError, canonical_text
 from lahar.sim.clock import iso
+from lahar.sim.objects import generated_name
 from lahar.sim.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -30,7 +32,8 @@ def validate_name(rtype: ResourceType, name: str) -> Causes:
                     "metadata.name",
                     f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
                     "case alphanumeric characters or '-', and must start and end with an "
-                    "alphanumeric character",
+                    "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
                 )
             ]
         return []
@@ -42,7 +45,8 @@ def validate_name(rtype: ResourceType, name: str) -> Causes:
                 "metadata.name",
                 f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
                 "case alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character",
+                "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
             )
         ]
     return []
@@ -87,12 +91,92 @@ def default_pod_spec(spec: Obj) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("securityContext", {})
-    for container in spec.get("containers") or []:
+    spec.setdefault("enableServiceLinks", True)
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         if isinstance(container, dict):
             container.setdefault("terminationMessagePath", "/dev/termination-log")
             container.setdefault("terminationMessagePolicy", "File")
-            container.setdefault("imagePullPolicy", "IfNotPresent")
+            container.setdefault("imagePullPolicy", image_pull_policy(container.get("image")))
             container.setdefault("resources", {})
+            canonical_resources(container["resources"])
+    if isinstance(spec.get("overhead"), dict):
+        spec["overhead"] = _canonical_map(spec["overhead"])
+
+
+def canonical_resources(resources: Any) -> None:
+    """Requests and limits as the server stores them (``1000m`` → ``1``); a bad one is left for validation."""
+    if not isinstance(resources, dict):
+        return
+    for key in ("requests", "limits"):
+        if isinstance(resources.get(key), dict):
+            resources[key] = _canonical_map(resources[key])
+
+
+def _canonical_map(quantities: Obj) -> Obj:
+    out = {}
+    for name, text in quantities.items():
+        try:
+            out[name] = canonical_text(text) if isinstance(text, str | int | float) else text
+        except QuantityError:
+            out[name] = text
+    return out
+
+
+def image_pull_policy(image: Any) -> str:
+    """Always for ``:latest`` or no tag (unless pinned by digest), else IfNotPresent: the server's default."""
+    ref = str(image or "")
+    if "@" in ref:
+        return "IfNotPresent"
+    last = ref.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Tolerations the DefaultTolerationSeconds admission plugin adds to every pod.
+DEFAULT_TOLERATIONS = tuple(
+    {"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    for key in ("not-ready", "unreachable")
+)
+
+
+def admit_service_account(spec: Obj) -> None:
+    """The ServiceAccount admission plugin: the ``default`` account, and its token, the cluster's CA
+    and the namespace mounted as the projected volume ``kube-api-access-XXXXX`` in every container."""
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = spec["serviceAccount"] = account
+    if spec.get("automountServiceAccountToken") is False:
+        return
+    containers = [
+        c for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])] if isinstance(c, dict)
+    ]
+    if any(m.get("mountPath") == SA_MOUNT for c in containers for m in c.get("volumeMounts") or ()):
+        return
+    name = generated_name("kube-api-access-")
+    sources = [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {
+            "downwardAPI": {
+                "items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]
+            }
+        },
+    ]
+    spec["volumes"] = [
+        *(spec.get("volumes") or []),
+        {"name": name, "projected": {"sources": sources, "defaultMode": 420}},
+    ]
+    for c in containers:
+        c["volumeMounts"] = [*(c.get("volumeMounts") or []), {"name": name, "readOnly": True, "mountPath": SA_MOUNT}]
+
+
+def admit_default_tolerations(spec: Obj) -> None:
+    """The DefaultTolerationSeconds admission plugin: tolerate not-ready and unreachable nodes for 300 s."""
+    tolerations = spec.get("tolerations") or []
+    for default in DEFAULT_TOLERATIONS:
+        if not any(t.get("key") == default["key"] and t.get("effect") in ("NoExecute", None, "") for t in tolerations):
+            tolerations = [*tolerations, dict(default)]
+    spec["tolerations"] = tolerations
 
 
 def prepare_pod_create(obj: Obj) -> None:
@@ -148,9 +232,10 @@ def prepare_pod_update(new: Obj, old: Obj) -> Causes:
         return [
             (
                 "spec",
-                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+                # The server follows this with a diff of its internal Go struct, not emulated.
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
                 "(allow it to be set to 1 if it was previously negative)",
             )
         ]
@@ -171,14 +256,25 @@ def prepare_node_create(obj: Obj) -> None:
         now = iso()
         status["conditions"] = [
             {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status (simulated)",
+                "type": ctype,
+                "status": value,
                 "lastHeartbeatTime": now,
                 "lastTransitionTime": now,
+                "reason": reason,
+                "message": message,
             }
+            for ctype, value, reason, message in _NODE_CONDITIONS
         ]
+
+
+# What a healthy kubelet (and KWOK) reports; the network condition is a route controller's.
+_NODE_CONDITIONS = (
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status (simulated)"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
+)
 
 
 def prepare_namespace_create(obj: Obj) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from lahar.sim.api import Api, Query, Target, matcher, namespace_slice
-from lahar.sim.errors import bad_request, status_object
+from lahar.sim.errors import ApiError, status_object
 from lahar.sim.objects import int_option
 from lahar.sim.store import ADDED, Table, Watcher, watch_line
 
@@ -50,7 +50,9 @@ def open_watch(api: Api, t: Target, query: Query) -> tuple[Table, Watcher]:
         try:
             since = int(rv)
         except ValueError:
-            raise bad_request(f"resourceVersion: Invalid value: {rv!r}: must be an integer") from None
+            raise ApiError(
+                500, "", f'resourceVersion: Invalid value: "{rv}": strconv.ParseUint: parsing "{rv}": invalid syntax'
+            ) from None
         if since < table.compacted_rv:
             watcher.push(gone(since, table.compacted_rv + 1))
             watcher.close()
@@ -71,7 +73,12 @@ def bookmark(api: Api, t: Target, initial_end: bool = False) -> bytes:
     if initial_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
     obj = {"kind": t.rtype.kind, "apiVersion": t.rtype.api_version, "metadata": meta}
+    obj.update(_BOOKMARK_BODY.get(t.rtype.key, {}))
     return b'{"type":"BOOKMARK","object":' + _encode(obj) + b"}\n"
+
+
+# A bookmark is an empty object of the watched type: what the Go type serialises when empty.
+_BOOKMARK_BODY: dict[tuple[str, str], Obj] = {("", "pods"): {"spec": {"containers": None}, "status": {}}}
 
 
 def watch_timeout(query: Query) -> float:

@@ -78,6 +78,15 @@ class Metrics(ServiceMetrics):
         )
         self.latency = Histogram("lahar_binder_call_seconds", "API call latency", ["kind"], registry=registry)
         self.in_flight = Gauge("lahar_binder_in_flight", "API calls in flight", registry=registry)
+        # Volcano's per-task Bind stage: the binder owns the bind call.  Buckets as Volcano's
+        # ExponentialBucketsRange(0.1, 500, 20).
+        self.stage = Histogram(
+            "volcano_scheduling_stage_duration_milliseconds",
+            "Duration of per-task scheduling stages (Predicate, Scoring, PreBind, Bind) in milliseconds",
+            ["stage"],
+            buckets=[0.1 * 5000 ** (i / 19) for i in range(20)],
+            registry=registry,
+        )
         self.bad = Counter("lahar_binder_bad_messages_total", "Unusable decision messages", registry=registry)
         self.stale = Counter(
             "lahar_binder_not_current_total",
@@ -308,8 +317,11 @@ class BinderService:
                 finally:
                     self.metrics.in_flight.dec()
                 span.set_attribute("lahar.outcome", result.outcome)
-            self.metrics.latency.labels(kind).observe(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.metrics.latency.labels(kind).observe(took)
             self.metrics.calls.labels(kind, result.outcome).inc()
+            if kind == "bind" and result.outcome == "done":
+                self.metrics.stage.labels("Bind").observe(took * 1000)
             return result
 
     async def _bind(self, d: Binds, item: BindItem, ctx: Any) -> Result | None:

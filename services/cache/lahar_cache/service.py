@@ -33,7 +33,15 @@ from nats.js.client import JetStreamContext
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from lahar.adapters.bus import MISSING, Outgoing, StreamIdentity, cluster_identity, ensure_streams, publish_batch
+from lahar.adapters.bus import (
+    MISSING,
+    Outgoing,
+    StreamIdentity,
+    cluster_identity,
+    ensure_streams,
+    publish_batch,
+    raise_if_cancelled,
+)
 from lahar.adapters.kube import Gone, KubeClient, KubeError, NotFound, TransientKubeError
 from lahar.adapters.mirror import Mirror, MirrorError, MirrorLost
 from lahar.service.metrics import ServiceMetrics
@@ -125,7 +133,8 @@ class CacheService:
         loops |= {f"watch-{kind}": self._watch(kind) for kind in self.kinds}
         await supervised(stop.wait(), loops)
         if drain() and not self.building:
-            await asyncio.wait_for(self._drain(), timeout=10.0)
+            async with asyncio.timeout(10.0):  # not wait_for: see _batcher
+                await self._drain()
 
     async def _open(self) -> None:
         """Adopt the mirror if it reflects the live stream, else start rebuilding it."""
@@ -267,6 +276,7 @@ class CacheService:
     async def _batcher(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            raise_if_cancelled()  # a cancellation swallowed in the last flush still ends the loop
             batch = [await self.queue.get()]
             deadline = loop.time() + self.batch_wait
             while len(batch) < self.batch_max and batch[-1] is not None:
@@ -277,7 +287,11 @@ class CacheService:
                 if left <= 0:
                     break
                 try:
-                    batch.append(await asyncio.wait_for(self.queue.get(), left))
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the result when
+                    # the get completes as the task is cancelled, swallowing the cancellation; the
+                    # batcher then outlived its TaskGroup and held up the cache's stop for 12 s.
+                    async with asyncio.timeout(left):
+                        batch.append(await self.queue.get())
                 except TimeoutError:
                     break
             deltas = [d for d in batch if d is not None]

@@ -32,13 +32,14 @@ from lahar.service.supervise import supervised
 from lahar.wire.messages import Delta
 from lahar.wire.names import Names
 from lahar_controller.job.handlers import command_target, is_job_command
-from lahar_controller.job.view import Obj
+from lahar_controller.job.view import Obj, name_of, namespace_of
+from lahar_controller.queues import status_counts
 from lahar_controller.shell.cron import CronController
 from lahar_controller.shell.flows import FlowController
 from lahar_controller.shell.jobs import JobController
 from lahar_controller.shell.metrics import Metrics
 from lahar_controller.shell.plain import PlainPodGroups
-from lahar_controller.shell.queues import QueueController
+from lahar_controller.shell.queues import QueueController, queue_of
 from lahar_controller.shell.ttl import TTLController
 from lahar_controller.shell.world import World
 from lahar_controller.shell.writer import Writer
@@ -172,6 +173,8 @@ class ControllerService:
         )
         self.acting = acting
         self.terms += 1
+        self.metrics.podgroup_counts.source = self.queue_counts
+        self.metrics.job_phases.source = self.job_phases
         self.world.replay()
         acting.jobs.flush()
         jobs, pods = len(self.world.objects["jobs"]), len(self.world.objects["pods"])
@@ -181,6 +184,26 @@ class ControllerService:
         finally:
             self.world.forget_listeners()
             self.acting = None
+            self.metrics.podgroup_counts.source = None  # the next leader's to export
+            self.metrics.job_phases.source = None
+
+    def queue_counts(self) -> dict[str, dict[str, int]]:
+        """Every queue's PodGroups by phase (Volcano's queue_pod_group_*_count)."""
+        members: dict[str, list[Obj]] = {name_of(q): [] for q in self.world.of_kind("queues")}
+        for pg in self.world.of_kind("podgroups"):
+            group = members.get(queue_of(pg) or "")
+            if group is not None:
+                group.append(pg)
+        return {queue: status_counts(pgs) for queue, pgs in members.items()}
+
+    def job_phases(self) -> list[tuple[str, str, str]]:
+        """Every Volcano Job's namespace/name, queue and phase."""
+        out = []
+        for job in self.world.of_kind("jobs"):
+            queue = str((job.get("spec") or {}).get("queue") or "default")  # admission's default
+            phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+            out.append((f"{namespace_of(job)}/{name_of(job)}", queue, phase))
+        return out
 
     async def _settle(self, ended: asyncio.Event) -> None:
         """Apply what the stream holds before acting on it (briefly: the writes are optimistic)."""

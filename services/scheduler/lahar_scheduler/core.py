@@ -6,6 +6,8 @@ same result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lahar_scheduler.actions import ACTIONS, UNSUPPORTED_ACTIONS
 from lahar_scheduler.actions.args import AllocateArgs, PreemptArgs
 from lahar_scheduler.framework.conf import DEFAULT_CONF, SchedulerConf, args_parser, parse_conf
@@ -37,9 +39,24 @@ def load_conf(text: str | None = None, *, leave_out_unsupported: bool = False) -
     )
 
 
-def run_session(snapshot: Snapshot, conf: SchedulerConf, *, seed: int = 0, uid: str = "session") -> SessionResult:
-    """Open a session, run the configured actions in order, close it."""
-    ssn = Session(snapshot, conf, dict(PLUGINS), seed=seed, uid=uid).open()
+def run_session(
+    snapshot: Snapshot,
+    conf: SchedulerConf,
+    *,
+    seed: int = 0,
+    uid: str = "session",
+    clock: Callable[[], float] | None = None,
+) -> SessionResult:
+    """Open a session, run the configured actions in order, close it.
+
+    ``clock`` (the caller's, e.g. ``time.perf_counter``) only times the session's parts for
+    ``result.stats``; the decisions are the same without it."""
+    ssn = Session(snapshot, conf, dict(PLUGINS), seed=seed, uid=uid, clock=clock).open()
+    watch = ssn.stopwatch
     for name in conf.actions:
+        started = watch.now()
         ACTIONS[name](conf.action_arguments(name)).execute(ssn)
+        took = watch.since(started)
+        if took is not None:
+            ssn.result.stats.action_seconds[name] = took
     return ssn.close()

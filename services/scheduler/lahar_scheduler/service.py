@@ -49,6 +49,7 @@ from lahar_scheduler.framework.conf import ConfError, SchedulerConf
 from lahar_scheduler.framework.session import SessionResult
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.live import KINDS, LiveView
+from lahar_scheduler.volcano import BOUND, WATCHED, VolcanoMetrics
 
 log = logging.getLogger("lahar.scheduler")
 MAX_LINKS = 64  # span links per job decision
@@ -89,6 +90,12 @@ class Metrics(ServiceMetrics):
         self.nodes = Gauge("lahar_scheduler_nodes", "Nodes in the snapshot", registry=registry)
         self.pending = Gauge("lahar_scheduler_pending_tasks", "Tasks waiting for a node", registry=registry)
         self.placed = Gauge("lahar_scheduler_placed_tasks", "Tasks bound, binding or running", registry=registry)
+        self.idle = Counter(
+            "lahar_scheduler_idle_sessions_total",
+            "Sessions that decided nothing (no bind, eviction or status to send; they make no span)",
+            registry=registry,
+        )
+        self.volcano = VolcanoMetrics(registry)
 
 
 class ConfSource:
@@ -219,6 +226,10 @@ class SchedulerService:
             ctx = span_ctx if span_ctx.is_valid else None
         change = self.view.apply(delta, ctx)
         self._applied[delta.kind] += 1
+        if delta.kind == "pods" and delta.op == "ADDED" and self.is_leader:
+            task = self.snapshot.tasks.get(delta.key)
+            if task is not None and not task.node_name:
+                self.metrics.volcano.task_stage(WATCHED, task, self.clock())
         if change.pending or change.freed:
             self.trigger.set()
 
@@ -283,9 +294,16 @@ class SchedulerService:
                     await dead_letter(self.js, self.names, "result", msg.data, str(exc))
                     continue
                 freed |= self.view.result(res)
+                if res.kind == "bind" and res.outcome == "done" and self.is_leader:
+                    self._bound(res.namespace, res.name)
         self._rollbacks()
         if freed:
             self.trigger.set()
+
+    def _bound(self, namespace: str, name: str) -> None:
+        task = self.snapshot.tasks.get(f"{namespace}/{name}")
+        if task is not None:
+            self.metrics.volcano.task_stage(BOUND, task, self.clock())
 
     async def _results_caught_up(self) -> bool:
         if self._results_sub is None or not self.results.empty():
@@ -331,6 +349,7 @@ class SchedulerService:
             self.leading = False
             self.settling = ""
             self.metrics.epoch.set(0)
+            self.metrics.volcano.clear()  # queue and job gauges are the leader's
 
     async def _settle(self, ended: asyncio.Event, fence: int) -> bool:
         """Wait until nothing of an older epoch can still change the cluster unseen; False if the
@@ -400,8 +419,12 @@ class SchedulerService:
         async with self.snapshot_lock:
             result, out, batch = await asyncio.to_thread(self._decide, uid, stamp, now)
             self.view.assume(out.binds)  # before the lock goes: a report may follow at once
+        took = time.perf_counter() - started
         self.metrics.sessions.inc()
-        self.metrics.session_seconds.observe(time.perf_counter() - started)
+        self.metrics.session_seconds.observe(took)
+        self.metrics.volcano.session(result, self.snapshot.jobs, took, self.clock())
+        if _idle(result, out):
+            self.metrics.idle.inc()
         self.metrics.assumed.set(len(self.view.assumptions))
         self._gauges()
         decided = time.perf_counter()
@@ -435,14 +458,23 @@ class SchedulerService:
                 await self._ensure_streams()
 
     def _decide(self, uid: str, stamp: str, now: float) -> tuple[SessionResult, Decisions, list[Outgoing]]:
-        """The session and its messages: runs in a worker thread while ``snapshot_lock`` is held."""
-        with self.tracer.start_as_current_span("scheduler.session", attributes={"lahar.session": uid}) as span:
-            result = run_session(self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid)
-            span.set_attribute("lahar.binds", len(result.binds))
-            expires = now + self.decision_ttl
-            out = decisions(result, uid, self.fence, self.sent, stamp, now, expires)
-            out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
-            out.pods.extend(pod_conditions(self.snapshot, self.view.invalid, uid, self.fence, self.sent))
+        """The session and its messages: runs in a worker thread while ``snapshot_lock`` is held.
+
+        A session that decided nothing makes no span (an idle cluster would fill a trace store
+        with empty sessions; ``lahar_scheduler_idle_sessions_total`` counts them); the span of
+        one that did starts when the session started."""
+        started = time.time_ns()
+        result = run_session(
+            self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid, clock=time.perf_counter
+        )
+        expires = now + self.decision_ttl
+        out = decisions(result, uid, self.fence, self.sent, stamp, now, expires)
+        out.podgroups.extend(missing_queues(self.snapshot, uid, self.fence, self.sent, stamp))
+        out.pods.extend(pod_conditions(self.snapshot, self.view.invalid, uid, self.fence, self.sent))
+        if _idle(result, out):
+            return result, out, []
+        attrs: dict[str, Any] = {"lahar.session": uid, "lahar.binds": len(result.binds)}
+        with self.tracer.start_as_current_span("scheduler.session", start_time=started, attributes=attrs):
             return result, out, self._outgoing(result, out)
 
     def _gauges(self) -> None:
@@ -486,3 +518,9 @@ class SchedulerService:
             for m in group:
                 batch.append(Outgoing(self.names.decision_subject(kind), encode(m), {"Nats-Msg-Id": m.id}))
         return batch
+
+
+def _idle(result: SessionResult, out: Decisions) -> bool:
+    """Nothing to send and nothing pipelined: the session changed nothing anyone can see."""
+    sends = out.binds or out.evictions or out.podgroups or out.queues or out.pods
+    return not sends and not result.pipelined

@@ -28,6 +28,7 @@ from lahar_controller.job.hooks import PluginRender
 from lahar_controller.job.policy import Decision, apply_policies
 from lahar_controller.job.view import TERMINATE_JOB, Obj, Request, name_of, namespace_of, spec
 from lahar_controller.job.worker import process, run
+from lahar_controller.kubetime import parse_time
 from lahar_controller.shell.metrics import Metrics
 from lahar_controller.shell.pool import Pool, Retry
 from lahar_controller.shell.world import World
@@ -69,7 +70,7 @@ class JobController:
         max_requeue: int = 15,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self.world, self.writer, self.clock = world, writer, clock
+        self.world, self.writer, self.clock, self.metrics = world, writer, clock, metrics
         self.handlers = Handlers()
         self.delays = DelayedActions()
         self.priorities: dict[str, int] = {}
@@ -160,9 +161,25 @@ class JobController:
         self._arm()
         done = await self.writer.run(outcome.effects)
         self._adopt(done)
+        self._pod_latency(view.job, done)
         error = done.error or outcome.error
         if error:
             raise Retry(error)
+
+    def _pod_latency(self, job: Obj, done: Done) -> None:
+        """Volcano's controller_job_to_pod_creation_latency: Job creation → each pod created,
+        both as the API server stamped them."""
+        job_created = (job.get("metadata") or {}).get("creationTimestamp")
+        if not job_created:
+            return
+        start = parse_time(str(job_created))
+        for ref in done.created:
+            pod_created = (
+                (done.written[ref].get("metadata") or {}).get("creationTimestamp") if ref[0] == "pods" else None
+            )
+            if pod_created:
+                took = (parse_time(str(pod_created)) - start).total_seconds()
+                self.metrics.job_to_pod.observe(max(0.0, took) * 1000)
 
     def _adopt(self, done: Done) -> None:
         """What the API returned becomes the cache's view (a newer Job, pods just created)."""

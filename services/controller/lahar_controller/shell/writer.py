@@ -53,6 +53,7 @@ class Deposed(Exception):
 class Done:
     error: str = ""  # non-empty: an effect failed and the ones after it were not performed
     written: dict[Ref, Obj] = field(default_factory=dict)  # objects as the API returned them
+    created: list[Ref] = field(default_factory=list)  # what this run created (not updated)
 
 
 def _meta(obj: Obj) -> Obj:
@@ -196,6 +197,7 @@ class Writer:
         self._count("create", resource)
         if done is not None:
             done.written[ref] = _decode(body)
+            done.created.append(ref)
         return True
 
     async def update(self, obj: Obj, done: Done, sub: str = "") -> None:

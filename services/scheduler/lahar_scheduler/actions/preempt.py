@@ -149,6 +149,7 @@ class PreemptAction(Action):
             if ssn.job_pipelined(job):
                 if stmt.has_evictions():
                     ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
+                    ssn.result.stats.evicting_commit("preempt")
                 stmt.commit()
             else:
                 stmt.discard()
@@ -163,6 +164,8 @@ class PreemptAction(Action):
             if not self.preempt(ssn, stmt, preemptor, same_job_filter(preemptor)):
                 stmt.discard()
                 return
+            if stmt.has_evictions():
+                ssn.result.stats.evicting_commit("preempt")
             stmt.commit()
 
     def _note_starving(self, ssn: Session, job: JobInfo) -> None:
@@ -231,10 +234,12 @@ class PreemptAction(Action):
         for i in _by_score(ssn, preemptor, nodes, possible):
             node = ssn.node_list[i]
             victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+            ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
                 continue
             if room is not None and not covers(sum((v.res_vec for v in victims), np.zeros(len(room))), room):
                 continue  # these victims cannot free what the queue needs
+            ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
             node_stmt = ssn.statement()
             order = victims_queue(ssn, victims, preemptor)
             evicted = Resource()

@@ -79,6 +79,7 @@ def topology_preempt(
     tmp = ssn.statement()
     for victim in best.victims:
         tmp.evict(victim, "preempt")
+    ssn.result.stats.preemption_attempts += 1  # Volcano's prepareCandidate counts an attempt
     tmp.pipeline(preemptor, best.node.name, True)
     stmt.merge(tmp)
     return True
@@ -90,6 +91,7 @@ def select_victims(
     """The fewest victims on ``node`` that let the preemptor fit, tried on a clone of the
     preemptor's CycleState; None when there is no such set (or no victim is needed at all)."""
     victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+    ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
     if not victims_cover(preemptor, node, victims):
         return None
     state = base.clone()

@@ -108,6 +108,7 @@ class ReclaimAction(Action):
         if ssn.job_pipelined(job):
             if stmt.has_evictions():
                 ssn.decision(job).verdicts["reclaim"] = "evicted tasks of other queues"
+                ssn.result.stats.evicting_commit("reclaim")
             stmt.commit()
         else:
             stmt.discard()

@@ -24,6 +24,7 @@ from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
 from lahar_scheduler.framework.points import POINTS, consulted
 from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicates
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
+from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PodGroupPhase,
@@ -111,6 +112,7 @@ class SessionResult:
     queues: dict[str, Resource] = field(default_factory=dict)
     task_reasons: dict[str, TaskReason] = field(default_factory=dict)
     decisions: dict[str, JobDecision] = field(default_factory=dict)
+    stats: SessionStats = field(default_factory=SessionStats)  # for Volcano's metrics
 
 
 class Session:
@@ -124,8 +126,10 @@ class Session:
         *,
         seed: int = 0,
         uid: str = "session",
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.stopwatch = Stopwatch(clock)  # timings only; nothing decided depends on it
         self.conf = conf
         self.uid = uid
         self.rng = random.Random(seed)
@@ -165,18 +169,24 @@ class Session:
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:
+        opened = self.stopwatch.now()
         for tier in self.conf.tiers:
             for opt in tier.plugins:
                 plugin = self._plugin_types[opt.name](opt.arguments)
                 self._option = opt
+                started = self.stopwatch.now()
                 plugin.on_session_open(self)
+                self._timed(plugin.name, ON_SESSION_OPEN, started)
                 self.plugins.append(plugin)
         self._option = None
+        self.result.stats.open_seconds = self.stopwatch.since(opened)
         return self
 
     def close(self) -> SessionResult:
         for plugin in self.plugins:
+            started = self.stopwatch.now()
             plugin.on_session_close(self)
+            self._timed(plugin.name, ON_SESSION_CLOSE, started)
         self._collect_pipelined()
         self._update_job_status()
         self._update_queue_status()
@@ -185,6 +195,11 @@ class Session:
             self.set_scored(task, True)
         self._rollback_uncommitted()
         return self.result
+
+    def _timed(self, plugin: str, hook: str, started: float | None) -> None:
+        took = self.stopwatch.since(started)
+        if took is not None:
+            self.result.stats.plugin_seconds[(plugin, hook)] = took
 
     # -- registration ---------------------------------------------------------------------
     def add(self, point: str, fn: Any) -> None:

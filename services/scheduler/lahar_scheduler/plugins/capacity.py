@@ -21,6 +21,7 @@ import msgspec
 from lahar.api.resource import Resource, resource_max
 from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
 from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.stats import QueueNumbers
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.framework.victims import AllocatableWithBound, excess
 from lahar_scheduler.framework.why import Why, capability_why, queue_state_why
@@ -32,6 +33,7 @@ from lahar_scheduler.plugins.capacity_queues import (
     build_flat,
     build_tree,
     common_level,
+    flat_attr,
 )
 from lahar_scheduler.plugins.capacity_victims import CapacityVictims
 from lahar_scheduler.plugins.queueshare import deduct_gated, min_resources
@@ -107,6 +109,30 @@ class CapacityPlugin(Plugin):
         ssn.add("simulate_remove_task", lambda state, _, task, node: self._simulate_move(state, task, -1))
         ssn.add("simulate_allocatable", self.simulate_allocatable)
         ssn.add_event_handler(EventHandler(lambda t: self._account(t, +1), lambda t: self._account(t, -1)))
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Every queue's numbers for Volcano's queue metrics.  Flat, a queue without jobs has no
+        attributes: it is measured as Volcano does, its spec's deserved and nothing held."""
+        total_guarantee = Resource()
+        for q in ssn.queues.values():
+            spec = q.queue.spec
+            if spec.guarantee is not None and spec.guarantee.resource:
+                total_guarantee.add(Resource.from_list(spec.guarantee.resource))
+        for q in ssn.queues.values():
+            attr = self.attrs.get(q.uid) or flat_attr(q, ssn.total_resource, total_guarantee)
+            has_cap = self.hierarchy or bool(q.queue.spec.capability)
+            ssn.result.stats.queues[q.name] = QueueNumbers(
+                q.name,
+                q.weight,
+                attr.deserved.clone(),
+                attr.allocated.clone(),
+                attr.request.clone(),
+                attr.inqueue.clone(),
+                attr.real_capability.clone(),
+                attr.capability.clone() if has_cap else None,
+                attr.share,
+                attr.share > 1,  # Volcano's capacity: overused once the share passes 1
+            )
 
     # -- ordering -----------------------------------------------------------------------------
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:

@@ -90,7 +90,7 @@ def build_flat(queues: dict[str, QueueInfo], jobs: list[JobInfo], total: Resourc
     for job in jobs:
         attr = attrs.get(job.queue)
         if attr is None:
-            attr = attrs[job.queue] = _flat_attr(queues[job.queue], total, total_guarantee)
+            attr = attrs[job.queue] = flat_attr(queues[job.queue], total, total_guarantee)
         _job_usage(attr, job)
     for attr in attrs.values():
         attr.deserved.min_dimension(attr.real_capability, Dim.INFINITY)
@@ -99,7 +99,7 @@ def build_flat(queues: dict[str, QueueInfo], jobs: list[JobInfo], total: Resourc
     return attrs
 
 
-def _flat_attr(queue: QueueInfo, total: Resource, total_guarantee: Resource) -> CapacityAttr:
+def flat_attr(queue: QueueInfo, total: Resource, total_guarantee: Resource) -> CapacityAttr:
     attr = new_attr(queue)
     real = exceeded_part(total, total_guarantee).add(attr.guarantee)
     if queue.queue.spec.capability:

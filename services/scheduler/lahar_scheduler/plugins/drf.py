@@ -85,3 +85,16 @@ class DrfPlugin(Plugin):
         ssn.add("preemptable", preemptable)
         ssn.add("job_order", job_order)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
+        self.allocated, self.dominant = allocated, dominant
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Each job's share (Volcano's job_share) and each namespace's: the dominant share of
+        what its jobs hold together (namespace_share)."""
+        by_namespace: dict[str, Resource] = {}
+        stats = ssn.result.stats
+        for uid, share_ in self.shares.items():
+            job = ssn.jobs[uid]
+            stats.job(uid, job.name, job.namespace, job.queue).share = share_
+            by_namespace.setdefault(job.namespace, Resource()).add(self.allocated[uid])
+        for namespace, held in by_namespace.items():
+            stats.namespace_shares[namespace] = self.dominant(held)

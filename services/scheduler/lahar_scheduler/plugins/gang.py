@@ -49,10 +49,14 @@ class GangPlugin(Plugin):
         ssn.add("job_starving", lambda job: job.is_starving())
 
     def on_session_close(self, ssn: Session) -> None:
+        stats = ssn.result.stats
+        stats.unschedulable_jobs = 0
         for job in ssn.jobs.values():
             if not job.tasks:
                 continue
+            numbers = stats.job(job.uid, job.name, job.namespace, job.queue)
             if job.is_ready():
+                numbers.unschedulable_tasks = 0
                 cond = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
                 ssn.update_podgroup_condition(job, cond)
                 continue
@@ -60,6 +64,9 @@ class GangPlugin(Plugin):
                 continue
             placeable = _placeable(job)
             unready = job.min_available - placeable
+            # Volcano's unschedule_task_count, unschedule_job_count and job_retry_counts
+            numbers.unschedulable_tasks, numbers.retried = unready, True
+            stats.unschedulable_jobs += 1
             decision = ssn.decision(job)
             why = decision.why
             msg = (

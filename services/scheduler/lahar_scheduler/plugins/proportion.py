@@ -16,6 +16,7 @@ import msgspec
 from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.stats import QueueNumbers
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
@@ -123,6 +124,7 @@ class ProportionPlugin(Plugin):
             attr.elastic.add(elastic_resources(job))
         water_fill(attrs, total)
         self.attrs = attrs
+        self.total, self.total_guarantee = total, total_guarantee
 
         def queue_order(left: QueueInfo, right: QueueInfo) -> int:
             if left.priority != right.priority:
@@ -206,6 +208,31 @@ class ProportionPlugin(Plugin):
         ssn.add("job_enqueued", enqueued)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         register_simulation(ssn, attrs)
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Every queue's numbers for Volcano's queue metrics; a queue without jobs holds and asks
+        nothing (Volcano sets its allocated, request and inqueue to zero)."""
+        for q in ssn.queues.values():
+            attr = self.attrs.get(q.uid)
+            if attr is None:
+                real, cap = _real_capability(self.total, self.total_guarantee, q)
+                guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
+                attr = QueueAttr(q.name, q.weight, guarantee, real, cap)
+                overused = False  # Volcano asks overused only of queues with jobs
+            else:
+                overused = attr.deserved.less_equal(attr.allocated, Dim.ZERO)
+            ssn.result.stats.queues[q.name] = QueueNumbers(
+                q.name,
+                attr.weight,
+                attr.deserved.clone(),
+                attr.allocated.clone(),
+                attr.request.clone(),
+                attr.inqueue.clone(),
+                attr.real_capability.clone(),
+                q.capability.clone() if q.capability is not None else None,
+                attr.share,
+                overused,
+            )
 
     def why_overused(self, queue: QueueInfo) -> Why | None:
         """The queue already holds its deserved share in every dimension it has one."""
