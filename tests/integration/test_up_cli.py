@@ -160,6 +160,7 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
     try:
         await poll(lambda: "ready:" in err_path.read_text() or proc.poll() is not None, 120, interval=0.1)
         assert proc.poll() is None, err_path.read_text()
+        _first_commands_work(state / "kubeconfig", tmp_path)
         kube = KubeClient(KubeConfig.load(str(state / "kubeconfig")))
         tracker = Tracker()
         watcher = asyncio.create_task(watch_binds(kube, tracker))
@@ -177,10 +178,11 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
             os.killpg(proc.pid, signal.SIGKILL)
     text = err_path.read_text()
     assert proc.returncode == 0 and "Traceback" not in text, text[-2000:]
-    # Measured 1.3-2.4 s on a 2-core machine (more when other work shares it); it was 10.5 s
-    # while a second SIGTERM cut the services' clean stop short and binders long-polled 2 s.
-    assert took < 6.0, f"lahar up took {took:.1f} s to stop"
+    # Measured 1.3-2.4 s on a 2-core machine (more when other work shares it).  It was 10.5 s
+    # while a second SIGTERM cut the services' clean stop short and binders long-polled 2 s, and
+    # 12-22 s in 3 of 7 runs while a cancellation nats-py swallows kept the cache's batcher alive.
     logs = "".join(p.read_text(errors="replace") for p in (state / "logs").glob("*.log"))
+    assert took < 6.0, f"lahar up took {took:.1f} s to stop:\n" + _stop_lines(logs)
     assert "did not finish within" not in logs and "never retrieved" not in logs
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"
@@ -224,3 +226,35 @@ async def test_lahar_trace_follows_a_bind_to_its_delta(tmp_path: Path, lahar_inf
     order = [out.index(step) for step in ("cache delta", "session", "job decision", "bind ")]
     assert order == sorted(order), out
     assert "job default/traced in queue default: " in out and "node node-" in out, out
+
+
+def _stop_lines(logs: str) -> str:
+    """The log lines about stopping, for a failure message that says where the time went."""
+    words = ("shutting down", "stopped", "did not finish", "again", "exited", "restart")
+    return "\n".join(line[:400] for line in logs.splitlines() if any(w in line for w in words))
+
+
+def _first_commands_work(kubeconfig: Path, tmp_path: Path) -> None:
+    """`lahar get` as a new user's very first command (nothing cached in a fresh TMPDIR), and
+    still after applying a kind of another group (a Deployment) and a lookup that fails."""
+    fresh = tmp_path / "fresh-tmp"
+    fresh.mkdir()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(fresh)}
+
+    def lahar(*argv: str) -> subprocess.CompletedProcess[str]:
+        argv_ = [sys.executable, "-m", "lahar", *argv]
+        return subprocess.run(argv_, capture_output=True, text=True, env=env, timeout=60)
+
+    nodes = lahar("get", "nodes")
+    assert nodes.returncode == 0 and len(nodes.stdout.splitlines()) == 9, nodes.stdout + nodes.stderr  # header + 8
+    deployment = tmp_path / "d.yaml"
+    deployment.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: default}\n"
+        "spec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, "
+        "spec: {containers: [{name: c, image: x}]}}}\n"
+    )
+    assert lahar("apply", "-f", str(deployment)).returncode == 0
+    assert lahar("get", "nosuchkind").returncode == 1
+    for kind in ("pg", "queues", "deploy"):
+        got = lahar("get", kind, "-A")
+        assert got.returncode == 0, (kind, got.stderr)

@@ -24,6 +24,14 @@ def register(sub: Any) -> None:
     s.add_argument("--profile", help="write a pyinstrument profile of the sessions to this HTML file")
     s.add_argument("--output", choices=("text", "json"), default="text")
     s.set_defaults(handler=bench_scheduler)
+    pre = bench.add_parser("preempt", help="one preempt, reclaim and topology-aware preempt session on a full cluster")
+    pre.add_argument("--nodes", type=int, default=5000, help="nodes, each full of low-priority tasks")
+    pre.add_argument("--pending", type=int, default=5000, help="pending high-priority pods (gangs of 5)")
+    pre.add_argument(
+        "--only", choices=("preempt", "reclaim", "topology"), action="append", help="run only these sessions"
+    )
+    pre.add_argument("--output", choices=("text", "json"), default="text")
+    pre.set_defaults(handler=bench_preempt)
     # Benchmarks of other parts register themselves here when their modules provide register_bench.
     for module in ("lahar.cli.benchsim", "lahar.cli.admission", "lahar.e2e.bench", "lahar.e2e.controller_bench"):
         try:
@@ -92,6 +100,28 @@ def bench_scheduler(args: argparse.Namespace) -> int:
             f"{seconds:.2f} s of sessions, {report['pods_per_second']} pods/s; "
             f"snapshot built in {build:.2f} s; peak RSS {rss / 2**20:.0f} MiB"
         )
+    return 0
+
+
+def bench_preempt(args: argparse.Namespace) -> int:
+    from lahar_scheduler.bench_preempt import report
+
+    for name in ("nodes", "pending"):
+        if getattr(args, name) < 1:
+            print(f"lahar bench preempt: --{name}: must be at least 1", file=sys.stderr)
+            return 2
+    kinds = tuple(args.only or ("preempt", "reclaim", "topology"))
+    result = report(args.nodes, args.pending, kinds)
+    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if args.output == "json":
+        print(json.dumps(result))
+        return 0
+    for key in ("preempt", "reclaim", "topology_preempt"):
+        if f"{key}_session_seconds" in result:
+            print(
+                f"{key.replace('_', ' ')}: one session on {args.nodes} full nodes with {args.pending} pending pods: "
+                f"{result[f'{key}_session_seconds']} s, {result['evictions'][key]} evictions"
+            )
     return 0
 
 
