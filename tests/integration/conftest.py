@@ -5,20 +5,29 @@
 The Kubernetes API emulator: ``sim`` is one emulator for the whole session (tests isolate
 themselves with their own namespace, ``ns``); ``make_sim`` starts extra emulators with their
 own settings.  Clients are the official ``kubernetes`` client, pointed at the emulator.
+
+Both backends: ``cluster`` runs a test on the emulator and on a real control plane (``[sim]`` and
+``[kube]``; see backends.py), with a client per service identity and a fresh namespace.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from kubernetes import client
 
 from lahar.infra import NATS_CA_ENV, NATS_URL_ENV, REDIS_URL_ENV
+from lahar.kube import build
+from lahar.kube.control_plane import ControlPlane
+from lahar.kube.pytest_plugin import BUILD_TIMEOUT, SESSION_NODES
 from lahar.sim import Emulator, SimConfig
+
+from .backends import BACKENDS, Cluster, Identities, kube_identities, sim_identities
 
 
 @pytest.fixture
@@ -33,10 +42,7 @@ def no_url_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 def sim() -> Iterator[Emulator]:
     emulator = Emulator(
         SimConfig(
-            nodes=[
-                "4:cpu=8,memory=32Gi,label.zone=a",
-                "2:cpu=16,memory=64Gi,nvidia.com/gpu=4,label.zone=b,taint.dedicated=gpu:NoSchedule,name=gpu",
-            ],
+            nodes=list(SESSION_NODES),  # the real control plane's session nodes too
             start_delay=0.05,
             bookmark_interval=0.3,
         )
@@ -126,3 +132,41 @@ def poll(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02
 @pytest.fixture
 def wait_for() -> Callable[..., Any]:
     return poll
+
+
+# --- both backends ----------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The first test on the real control plane may have to build it (see lahar.kube.pytest_plugin).
+    if build.cached():
+        return
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        # "kube" as the value of a backend parameter: the cluster fixture, a stack's, a scenario's
+        if callspec is not None and any(isinstance(v, str) and v == "kube" for v in callspec.params.values()):
+            item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT))
+
+
+@pytest.fixture(scope="session")
+def sim_ids(sim: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Identities:
+    return sim_identities(sim, tmp_path_factory.mktemp("sim-ids"))
+
+
+@pytest.fixture(scope="session")
+def kube_ids(kube_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Identities:
+    """deploy/'s RBAC applied once, and a token per service (skipped, with the tier, without Go)."""
+    return kube_identities(kube_control_plane, tmp_path_factory.mktemp("kube-ids"))
+
+
+@pytest_asyncio.fixture(params=BACKENDS)
+async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    ids: Identities = request.getfixturevalue(f"{request.param}_ids")
+    c = Cluster(request.param, ids)
+    try:
+        await c.start()
+        yield c
+        refused = c.new_denials()
+        assert not refused, f"the API server refused a service (403: a permission deploy/ lacks): {refused[:5]}"
+    finally:
+        await c.close()

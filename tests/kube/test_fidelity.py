@@ -8,17 +8,17 @@ from __future__ import annotations
 import time
 
 from lahar.kube.control_plane import ControlPlane
+from lahar.kube.pytest_plugin import SESSION_NODES
 from lahar.sim import Emulator, SimConfig
 from lahar.sim.fidelity.client import Client
 from lahar.sim.fidelity.compare import report_lines, stale
 from lahar.sim.fidelity.known import KNOWN
 from lahar.sim.fidelity.sequence import STEPS, run
 
-NODES = "3:cpu=8,memory=32Gi,pods=110"  # the nodes of the kube_control_plane fixture
-
 
 def test_emulator_answers_as_kube_apiserver(kube_control_plane: ControlPlane) -> None:
-    with Emulator(SimConfig(nodes=[NODES], start_delay=0.05)) as sim:
+    # The nodes of the kube_control_plane fixture: the steps that read or bind to a node see the same.
+    with Emulator(SimConfig(nodes=list(SESSION_NODES), start_delay=0.05)) as sim:
         emulator = Client("emulator", sim.url)
         kube = Client.from_kubeconfig("kube", str(kube_control_plane.kubeconfig))
         started = time.monotonic()

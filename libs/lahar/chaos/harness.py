@@ -30,9 +30,11 @@ import httpx
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.chaos.load import Load
 from lahar.chaos.monitor import Monitor
+from lahar.e2e.workload import ensure_namespace
 from lahar.up.stack import Child, LocalStack, StackConfig
 
 log = logging.getLogger("lahar.chaos")
+NAMESPACE_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -214,13 +216,15 @@ async def _drive(scenario: Scenario, shape: Shape, stack: LocalStack, outcome: O
         await kube.close()
 
 
-async def _drive_with(
-    scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome
-) -> None:
+async def _drive_with(scenario: Scenario, shape: Shape, stack: LocalStack, kube: KubeClient, outcome: Outcome) -> None:
     async with Monitor(kube) as monitor:
         load = Load(kube, gang=shape.gang, cpu=str(shape.pod_cpu), rate=shape.rate, run_seconds=shape.run_seconds)
         env = Env(stack, kube, monitor, load, shape)
         if scenario.load:
+            # On a real control plane a namespace takes pods once kube-controller-manager has
+            # given it its default ServiceAccount; the emulator needs neither.
+            real = stack.kube is not None
+            await ensure_namespace(kube, load.namespace, account_timeout=NAMESPACE_TIMEOUT if real else 0.0)
             await load.start()
             await env.until("warm-up binds", lambda: len(monitor.bind_times) >= shape.warmup_binds, 90)
         fault_at = env.now()
@@ -245,9 +249,7 @@ def _gang_of(key: str, group: str) -> str:
 def orphans(env: Env) -> set[str]:
     """Submitted pods whose PodGroup does not exist (its create was refused): they cannot run."""
     led = env.monitor.ledger
-    return {
-        k for k in env.load.submitted if k in led.pods and _gang_of(k, led.pods[k].group) not in led.min_member
-    }
+    return {k for k in env.load.submitted if k in led.pods and _gang_of(k, led.pods[k].group) not in led.min_member}
 
 
 async def _settle(env: Env) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-NODES = "3:cpu=8,memory=32Gi,pods=110"  # as the kube_control_plane test fixture
+NODES = "3:cpu=8,memory=32Gi,pods=110"  # the emulator's nodes, and the control plane's it starts
 
 
 def register(sub: Any) -> None:

@@ -7,6 +7,8 @@ Layout of the state folder::
     DIR/kube/pki/             CA, serving pair, service-account keys, static tokens
     DIR/kube/etcd/            etcd's data, new on every start
     DIR/kube/*.log            one log per process
+    DIR/kube/audit.log        with ``audit=True``: the API server's audit events of the requests
+                              made as one of lahar-system's ServiceAccounts (Lahar's services)
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ CREATE_THREADS = 8
 START_ATTEMPTS = 3  # a port picked as free can be taken before our process binds it
 
 
+# Metadata (who, what, the answer's code) of every request made as a ServiceAccount of
+# lahar-system, and nothing else: the admin, the controller manager and KWOK are not audited.
+AUDIT_POLICY: Obj = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:lahar-system"]},
+        {"level": "None"},
+    ],
+}
+
+
 class ControlPlaneError(Exception):
     pass
 
@@ -72,6 +87,7 @@ class ControlPlane:
         progress: Callable[[str], None] = print,
         ready_timeout: float = 180.0,
         node_objects: Iterable[Obj] = (),
+        audit: bool = False,
     ) -> None:
         self.state_dir = state_dir.resolve()
         self.dir = self.state_dir / "kube"
@@ -83,6 +99,8 @@ class ControlPlane:
         self.bins = bins
         self.progress = progress
         self.ready_timeout = ready_timeout
+        self.audit = audit
+        self.audit_log = self.dir / "audit.log"
         self.procs: list[_Proc] = []
         self.url = ""
         self._api: Api | None = None
@@ -206,10 +224,21 @@ class ControlPlane:
                 # Endpoints may not hold a loopback address, so the "kubernetes" Service gets none.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                *self._audit_flags(),
             ],
         )
         self._api = Api(self.url, pki.admin_token, pki.ca)
         self._wait("kube-apiserver", lambda: _api_ok(self.api, "/readyz"), 120)
+
+    def _audit_flags(self) -> list[str]:
+        """Tests read the services' requests, refusals (403) above all, from the audit log: a
+        service may only log a refusal and retry.  Off by default: it costs a write a request."""
+        if not self.audit:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+        self.audit_log.unlink(missing_ok=True)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json"]
 
     def _start_controller_manager(self, pki: Pki, kubeconfig: Path) -> None:
         # It takes the not-ready taint off Ready nodes and gives each namespace its "default"

@@ -1,6 +1,7 @@
 """pytest fixtures for the real-control-plane tier: ``kube_binaries`` (built once into the user's
 cache) and ``kube_control_plane`` (one etcd + kube-apiserver + kube-controller-manager + KWOK for
-the whole session, with 3 Ready KWOK nodes and Volcano's CRDs; ``.kubeconfig`` is its path).
+the whole session, with the Ready KWOK nodes of ``SESSION_NODES`` and Volcano's CRDs;
+``.kubeconfig`` is its path).
 
 Enabled by ``pytest_plugins`` in the root ``conftest.py``.  Where the Go toolchain is absent (and
 nothing is cached) the tests that use them are skipped, and the run ends with one line saying why.
@@ -22,7 +23,12 @@ from lahar.sim.nodes import parse_spec
 # The first run builds the binaries (over ten minutes on a busy 2-core machine); later runs start
 # the control plane in seconds.  The build happens in the setup of the first test that needs it.
 BUILD_TIMEOUT = 3600
-NODES = "3:cpu=8,memory=32Gi,pods=110"
+# The shapes of the integration tests' session emulator too (tests/integration/conftest.py), so a
+# test parametrised over both backends sees the same nodes on each.
+SESSION_NODES = (
+    "4:cpu=8,memory=32Gi,pods=110,label.zone=a",
+    "2:cpu=16,memory=64Gi,pods=110,nvidia.com/gpu=4,label.zone=b,taint.dedicated=gpu:NoSchedule,name=gpu",
+)
 NO_GO = "real control plane tier skipped: the Go toolchain is not installed (go 1.24+ builds it once)"
 _FIXTURES = {"kube_binaries", "kube_control_plane"}
 _skipped: list[str] = []
@@ -56,7 +62,9 @@ def kube_control_plane(
     kube_binaries: build.Binaries, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     state = tmp_path_factory.mktemp("kube")
-    with ControlPlane(state, [parse_spec(NODES)], kube_binaries, lambda line: None) as plane:
+    specs = [parse_spec(s) for s in SESSION_NODES]
+    # Audited: the integration tests fail on any request of a service that RBAC refused.
+    with ControlPlane(state, specs, kube_binaries, lambda line: None, audit=True) as plane:
         yield plane
 
 
