@@ -13,6 +13,7 @@ import pytest
 
 from lahar.chaos.harness import FAST, Scenario, run
 from lahar.chaos.scenarios import SCENARIOS
+from lahar.kube.control_plane import audit_refusals
 
 FAST_SCENARIOS = [sc for sc in SCENARIOS if sc.fast]
 # The fast scenarios that also run on the real control plane: those that inject no emulator fault.
@@ -35,7 +36,7 @@ def test_fast_scenario(
     shape = FAST
     if backend == "kube":
         request.getfixturevalue("kube_binaries")  # skipped, with the whole tier, without Go
-        scenario = replace(scenario, config={**scenario.config, "control_plane": "kube"})
+        scenario = replace(scenario, config={**scenario.config, "control_plane": "kube", "kube_audit": True})
         shape = KUBE_FAST
     outcome = run(scenario, shape, base=tmp_path, keep=backend == "kube")
     assert outcome.passed, outcome.line()
@@ -45,3 +46,4 @@ def test_fast_scenario(
         logs = Path(outcome.figures["logs"])
         refused = [p.name for p in logs.glob("*.log") if "forbidden" in p.read_text(errors="replace").lower()]
         assert not refused, f"refused by RBAC (403): see {logs}/{refused[0]}"
+        assert not audit_refusals(logs.parent / "kube" / "audit.log")  # also the refusals no log shows

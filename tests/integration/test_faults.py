@@ -40,6 +40,7 @@ def _stack(
         prefix=prefix,
         admission=False,
         period=0.5,
+        kube_audit=True,  # only on the kube control plane: its audit log shows every 403
         **kw,
     )
     return LocalStack(cfg)
@@ -166,7 +167,8 @@ async def test_killing_a_binder_with_binds_in_flight_loses_nothing(
 def _refused(stack: LocalStack) -> list[str]:
     """Services whose log shows a request refused by RBAC (403 Forbidden): a permission deploy/
     lacks, which a service may only log and retry."""
-    return [c.identity for c in stack.children if "forbidden" in c.log_path.read_text(errors="replace").lower()]
+    logged = [c.identity for c in stack.children if "forbidden" in c.log_path.read_text(errors="replace").lower()]
+    return logged + (stack.kube.refusals() if stack.kube else [])  # also the ones not logged
 
 
 async def _lease(nats_url: str, stack: LocalStack, role: str) -> tuple[str, int]:

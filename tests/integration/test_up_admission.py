@@ -47,6 +47,7 @@ def stack(
     cfg = StackConfig(
         state_dir=tmp_path_factory.mktemp("up"),
         control_plane=request.param,
+        kube_audit=True,
         nats_url=lahar_infra.nats_url,
         nats_ca=lahar_infra.nats_ca,
         redis_url=lahar_infra.redis_url,
@@ -166,3 +167,5 @@ def test_no_service_was_refused_by_rbac(stack: LocalStack) -> None:
     log it and retry."""
     refused = [c.identity for c in stack.children if "forbidden" in c.log_path.read_text(errors="replace").lower()]
     assert not refused, f"refused by RBAC: see the logs of {refused}"
+    # Also the refusals a service did not log: the API server's audit of every request.
+    assert not (stack.kube.refusals() if stack.kube else []), stack.kube and stack.kube.refusals()

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ def stack(kube_binaries: Binaries, tmp_path_factory: pytest.TempPathFactory, lah
         max_binders=1,
         period=0.5,
         control_plane="kube",
+        kube_audit=True,
     )
     running = LocalStack(cfg).start(timeout=120)
     try:
@@ -64,10 +68,7 @@ def test_a_volcano_gang_is_bound_and_runs(stack: LocalStack) -> None:
     assert len(nodes) == 4 and all(nodes.values()), nodes
     assert set(phases.values()) == {"Running"}, phases  # KWOK's simulated kubelet started them
     assert group["status"]["phase"] == "Running", group["status"]
-    for child in stack.children:
-        if child.name in SERVICE_ACCOUNTS:
-            text = child.log_path.read_text(errors="replace")
-            assert "forbidden" not in text.lower(), f"{child.identity} was refused by RBAC: see {child.log_path}"
+    assert stack.kube is not None and stack.kube.refusals() == []  # no request of a service got a 403
 
 
 async def _run_gang(stack: LocalStack) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
@@ -108,3 +109,28 @@ def test_control_plane_kube_refuses_a_kubeconfig(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--control-plane kube" in done.stderr and "--kubeconfig" in done.stderr
+
+
+def test_a_request_outside_a_services_role_is_seen_in_the_audit(stack: LocalStack) -> None:
+    """The check above can fail: a binder's token listing nodes (not in its ClusterRole) is refused
+    and shows up.  Last in the module: it leaves a refusal behind."""
+    config = yaml.safe_load(Path(stack.kube.kubeconfigs["binder"]).read_text())  # type: ignore[union-attr]
+    cluster = config["clusters"][0]["cluster"]
+    ca = stack.dir / "kube" / "binder-ca.crt"
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    request = urllib.request.Request(cluster["server"] + "/api/v1/nodes")
+    request.add_header("Authorization", f"Bearer {config['users'][0]['user']['token']}")
+    try:
+        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(ca)), timeout=10)
+        status = 200
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    assert status == 403
+
+    def seen() -> bool:
+        return any("lahar-binder list /api/v1/nodes" in r for r in stack.kube.refusals())  # type: ignore[union-attr]
+
+    deadline = time.monotonic() + 10  # the API server writes its audit log in batches
+    while not seen() and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling interval of a deadline-bounded wait
+    assert seen(), stack.kube.refusals()  # type: ignore[union-attr]

@@ -14,6 +14,7 @@ Layout of the state folder::
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 import time
@@ -136,6 +137,11 @@ class ControlPlane:
         while self.procs:
             p = self.procs.pop()
             stop(p.proc, STOP_TIMEOUT)
+
+    def refusals(self) -> list[str]:
+        """The requests of Lahar's ServiceAccounts the API server refused with 403, as
+        "USER VERB URI" (from the audit log; empty unless started with ``audit=True``)."""
+        return audit_refusals(self.audit_log) if self.audit else []
 
     def dead(self) -> list[str]:
         return [f"{p.name} (exit {p.proc.returncode}, log {p.log})" for p in self.procs if p.proc.poll() is not None]
@@ -337,6 +343,21 @@ class ControlPlane:
                 lines = p.log.read_text(errors="replace").splitlines()[-15:]
                 out.append(f"--- {p.log}\n" + "\n".join(lines))
         return "\n".join(out)
+
+
+def audit_refusals(log: Path) -> list[str]:
+    """The requests an audit log (``audit=True``) shows refused with 403, as "USER VERB URI"."""
+    if not log.exists():
+        return []
+    refused = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line still being written
+        if event.get("responseStatus", {}).get("code") == 403:
+            refused.append(f"{event['user']['username']} {event['verb']} {event['requestURI']}")
+    return refused
 
 
 def _node_ready(node: Obj) -> bool:

@@ -45,11 +45,19 @@ def deploy_dir() -> Path:
 class KubeBackend:
     """A ControlPlane with deploy/'s identities; ``kubeconfigs`` maps a role to its kubeconfig."""
 
-    def __init__(self, state_dir: Path, nodes: Iterable[str], progress: Callable[[str], None], jobs: int = 1) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        nodes: Iterable[str],
+        progress: Callable[[str], None],
+        jobs: int = 1,
+        audit: bool = False,
+    ) -> None:
         self.state_dir = state_dir
         self.node_specs = [parse_spec(spec) for spec in nodes]
         self.progress = progress
         self.jobs = jobs
+        self.audit = audit  # record the services' requests, to find RBAC refusals (tests)
         self.plane: ControlPlane | None = None
         self.kubeconfigs: dict[str, str] = {}
 
@@ -60,7 +68,7 @@ class KubeBackend:
             bins = build.ensure(self.progress, jobs=self.jobs)
         except build.KubeBuildError as exc:
             raise KubeBackendError(str(exc)) from None
-        self.plane = ControlPlane(self.state_dir, self.node_specs, bins, self.progress)
+        self.plane = ControlPlane(self.state_dir, self.node_specs, bins, self.progress, audit=self.audit)
         try:
             self.plane.start()
         except ControlPlaneError as exc:
@@ -77,6 +85,10 @@ class KubeBackend:
 
     def dead(self) -> list[str]:
         return self.plane.dead() if self.plane else []
+
+    def refusals(self) -> list[str]:
+        """Requests of the services refused with 403 (needs ``audit``): a permission deploy/ lacks."""
+        return self.plane.refusals() if self.plane else []
 
     def stop(self) -> None:
         if self.plane is not None:

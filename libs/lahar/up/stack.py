@@ -96,6 +96,7 @@ class StackConfig:
     control_plane: str = "sim"  # "sim": Lahar's emulator; "kube": kube-apiserver + KWOK (lahar.kube)
     kube_build_jobs: int = 1  # Go packages compiled at once if the kube binaries are not cached yet
     progress: Callable[[str], None] | None = None  # start-up news of the control plane (default: the log)
+    kube_audit: bool = False  # audit the services' requests on the kube control plane (tests find 403s)
 
 
 class LocalStack:
@@ -190,7 +191,7 @@ class LocalStack:
         if self.config.control_plane != "kube":
             return self._start_sim(timeout)
         say = self.config.progress or log.info
-        self.kube = KubeBackend(self.dir, self.config.nodes, say, self.config.kube_build_jobs)
+        self.kube = KubeBackend(self.dir, self.config.nodes, say, self.config.kube_build_jobs, self.config.kube_audit)
         return self.kube.start()
 
     def _start_sim(self, timeout: float) -> str:
