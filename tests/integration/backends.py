@@ -24,7 +24,13 @@ from typing import Any
 
 from lahar.adapters.kube import KubeClient, KubeConfig, NotFound
 from lahar.kube import identity
-from lahar.kube.control_plane import KWOK_ANNOTATION, NOT_READY_TAINT, ControlPlane, write_kubeconfig
+from lahar.kube.control_plane import (
+    KWOK_ANNOTATION,
+    NOT_READY_TAINT,
+    ControlPlane,
+    rbac_refusal,
+    write_kubeconfig,
+)
 from lahar.sim import Emulator
 from lahar.sim.nodes import build_nodes, parse_spec
 
@@ -152,7 +158,7 @@ class Cluster:
         refused = []
         for line in lines:
             event = json.loads(line)
-            if event.get("responseStatus", {}).get("code") == 403:
+            if rbac_refusal(event):
                 refused.append(f"{event['user']['username']} {event['verb']} {event['requestURI']}")
         return refused
 

@@ -69,3 +69,46 @@ def test_an_error_of_main_passes_through_unwrapped() -> None:
 
     with pytest.raises(KeyError):
         asyncio.run(run())
+
+
+def test_a_loop_that_swallows_its_cancellation_is_cancelled_again() -> None:
+    """nats-py swallows a CancelledError while a publish waits to flush; the stop must not wait
+    for such a loop forever."""
+    swallowed = []
+
+    async def stubborn() -> None:
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(True)  # the first one is lost, as in the library
+
+    async def scenario() -> str:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, stop.set)
+
+        async def main() -> str:
+            await stop.wait()
+            return "stopped"
+
+        return await asyncio.wait_for(supervised(main(), {"stubborn": stubborn()}), 5)
+
+    assert asyncio.run(scenario()) == "stopped"
+    assert swallowed == [True]
+
+
+def test_a_loop_cancelled_from_outside_is_a_death() -> None:
+    async def scenario() -> None:
+        async def main() -> None:
+            await asyncio.Event().wait()
+
+        async def loop() -> None:
+            asyncio.current_task().cancel()  # type: ignore[union-attr]
+            await asyncio.sleep(1)
+
+        await asyncio.wait_for(supervised(main(), {"cancelled": loop()}), 5)
+
+    with pytest.raises(LoopDied, match="cancelled"):
+        asyncio.run(scenario())

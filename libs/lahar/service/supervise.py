@@ -1,7 +1,7 @@
 """Supervision of a service's long-running loops: none may die in silence.
 
 ``supervised(main, loops)`` runs ``main`` (the service's foreground work, which returns when the
-service stops) beside its background loops in one ``asyncio.TaskGroup``.  A loop is never meant
+service stops) beside its background loops, each a task.  A loop is never meant
 to end: one that returns or raises ends ``main`` and everything else, and ``supervised`` raises
 ``LoopDied`` naming it.  The service's process then fails its ``/healthz`` and exits non-zero,
 so its supervisor (Kubernetes, ``lahar up``) restarts it, rather than leaving a replica that
@@ -27,8 +27,8 @@ class LoopDied(RuntimeError):
         self.name = name
 
 
-class _MainDone(Exception):
-    """Ends the task group once ``main`` has returned."""
+# How often a task that has not ended since it was cancelled is cancelled again.
+RECANCEL_SECONDS = 0.2
 
 
 async def supervised(
@@ -36,30 +36,38 @@ async def supervised(
     loops: Mapping[str, Coroutine[Any, Any, object]],
     on_death: Callable[[LoopDied], None] | None = None,
 ) -> T:
-    """``main``'s result, with ``loops`` running beside it and cancelled when it returns."""
-    result: list[T] = []
+    """``main``'s result, with ``loops`` running beside it and cancelled when it returns.
 
-    async def foreground() -> None:
-        result.append(await main)
-        raise _MainDone
-
+    Not an ``asyncio.TaskGroup``: a group cancels its tasks once and then waits for them, and a
+    library that swallows a CancelledError (nats-py's publish does, while it waits to flush)
+    leaves the loop running and the stop waiting forever.  Here the tasks that have not ended are
+    cancelled again every RECANCEL_SECONDS until they have."""
+    tasks = [asyncio.create_task(_forever(name, loop), name=name) for name, loop in loops.items()]
+    foreground = asyncio.ensure_future(main)
     try:
-        async with asyncio.TaskGroup() as group:
-            for name, loop in loops.items():
-                group.create_task(_forever(name, loop), name=name)
-            group.create_task(foreground(), name="main")
-    except* _MainDone:
-        pass
-    except* LoopDied as dead:
-        first = dead.exceptions[0]
-        assert isinstance(first, LoopDied)
-        if on_death is not None:
-            on_death(first)
-        raise first from first.__cause__
-    except* Exception as failed:
-        # main itself raised: let that exception through as it is, not wrapped in a group
-        raise failed.exceptions[0] from None
-    return result[0]
+        done, _ = await asyncio.wait([foreground, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Main returned, a loop died, or we are cancelled ourselves: stop everything else.
+        await _stop([foreground, *tasks])
+    if foreground in done:
+        return foreground.result()  # main's own exception passes through as it is
+    ended = [t for t in tasks if t in done]
+    found = next((t.exception() for t in ended if not t.cancelled()), None)
+    dead = found if isinstance(found, LoopDied) else LoopDied(ended[0].get_name(), "was cancelled")
+    if on_death is not None:
+        on_death(dead)
+    raise dead from dead.__cause__
+
+
+async def _stop(tasks: list[asyncio.Future[Any]]) -> None:
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_SECONDS)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # read, so asyncio does not log it as never retrieved
 
 
 async def _forever(name: str, loop: Coroutine[Any, Any, object]) -> None:
