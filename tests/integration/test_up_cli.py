@@ -118,26 +118,8 @@ async def test_the_users_otlp_exporter_gets_the_spans(
     monkeypatch.setenv("LAHAR_OTEL_EXPORTER", "otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
-    cfg = StackConfig(
-        state_dir=tmp_path,
-        nats_url=lahar_infra.nats_url,
-        nats_ca=lahar_infra.nats_ca,
-        redis_url=lahar_infra.redis_url,
-        prefix="upotlp",
-        nodes=("2:cpu=4,memory=16Gi",),
-        binders=1,
-        max_binders=1,
-        period=0.3,
-        admission=False,
-    )
-    stack = LocalStack(cfg).start(timeout=120)
+    stack = await _traced_gang(tmp_path, lahar_infra, "upotlp")
     try:
-        from lahar.adapters.kube import KubeClient, KubeConfig
-
-        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
-        await ensure_queues(kube, {"default": 1})
-        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
-        await kube.close()
         await poll(lambda: {"scheduler", "binder"} <= set(services), 60)
         assert not stack.traces.exists()  # the user's exporter replaced the default file
     finally:
@@ -190,26 +172,8 @@ async def test_it_stops_within_seconds_after_load_leaving_no_process(tmp_path: P
 
 @pytest.mark.slow
 async def test_lahar_trace_follows_a_bind_to_its_delta(tmp_path: Path, lahar_infra: Any) -> None:
-    from lahar.adapters.kube import KubeClient, KubeConfig
-
-    cfg = StackConfig(
-        state_dir=tmp_path,
-        nats_url=lahar_infra.nats_url,
-        nats_ca=lahar_infra.nats_ca,
-        redis_url=lahar_infra.redis_url,
-        prefix="uptrace",
-        nodes=("2:cpu=4,memory=16Gi",),
-        binders=1,
-        max_binders=1,
-        period=0.3,
-        admission=False,
-    )
-    stack = LocalStack(cfg).start(timeout=120)
+    stack = await _traced_gang(tmp_path, lahar_infra, "uptrace")
     try:
-        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
-        await ensure_queues(kube, {"default": 1})
-        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
-        await kube.close()
 
         def traced() -> str:
             done = subprocess.run(
@@ -258,3 +222,31 @@ def _first_commands_work(kubeconfig: Path, tmp_path: Path) -> None:
     for kind in ("pg", "queues", "deploy"):
         got = lahar("get", kind, "-A")
         assert got.returncode == 0, (kind, got.stderr)
+
+
+async def _traced_gang(tmp_path: Path, lahar_infra: Any, prefix: str) -> LocalStack:
+    """A small stack (no webhook) that has been given a 2-pod gang, "traced", in "default"."""
+    from lahar.adapters.kube import KubeClient, KubeConfig
+
+    cfg = StackConfig(
+        state_dir=tmp_path,
+        nats_url=lahar_infra.nats_url,
+        nats_ca=lahar_infra.nats_ca,
+        redis_url=lahar_infra.redis_url,
+        prefix=prefix,
+        nodes=("2:cpu=4,memory=16Gi",),
+        binders=1,
+        max_binders=1,
+        period=0.3,
+        admission=False,
+    )
+    stack = LocalStack(cfg).start(timeout=120)
+    try:
+        kube = KubeClient(KubeConfig.load(stack.kubeconfig))
+        await ensure_queues(kube, {"default": 1})
+        await submit(kube, "default", [JobSpec("traced", "default", 2)], Tracker())
+        await kube.close()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack

@@ -160,25 +160,12 @@ def _node_row(node: Obj, wide: bool) -> list[str]:
 
 
 def age(obj: Obj, now: float | None = None) -> str:
-    """kubectl's short human duration since creationTimestamp."""
+    """kubectl's short human duration since creationTimestamp (Go's HumanDuration, as the
+    emulator's Tables print it)."""
     from lahar.sim.clock import parse_iso
+    from lahar.sim.tables import human_duration
 
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
     if not stamp:
         return "<unknown>"
-    seconds = int((now or time.time()) - parse_iso(str(stamp)))
-    seconds = max(seconds, 0)
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if seconds < 120:
-        return f"{seconds}s"
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if hours < 3:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if days < 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    return f"{days}d"
+    return human_duration(max((now or time.time()) - parse_iso(str(stamp)), 0))
