@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -221,6 +221,10 @@ class Session:
     def callbacks(self, point: Point[Q, T, Any]) -> list[Callable[Q, T]]:
         """The consulted callbacks in tier order (for actions that cache per-node verdicts)."""
         return flat(self._chain(point))
+
+    def chain(self, point: Point[Q, T, Any]) -> Sequence[Sequence[Callable[Q, T]]]:
+        """The consulted callbacks per tier (for helpers that follow the tiers themselves)."""
+        return self._chain(point)
 
     def has(self, point: Point[Any, Any, Any]) -> bool:
         return any(self._chain(point))

@@ -7,6 +7,8 @@ the eviction is still at least the preemptor's share after it is placed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import msgspec
 
 from lahar.api.resource import Resource, share
@@ -70,6 +72,19 @@ class DrfPlugin(Plugin):
                 if ls < rs or abs(ls - rs) <= SHARE_DELTA:
                     victims.append(t)
             return victims, Vote.PERMIT
+
+        def victim_ceiling(preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+            """Could name: tasks whose job's share without them is at least the preemptor's
+            request alone (its share once placed can only be larger)."""
+            floor = dominant(preemptor.resreq) - SHARE_DELTA
+
+            def could_name(t: TaskInfo) -> bool:
+                held = allocated.get(t.job)
+                return held is not None and dominant(held.clone().sub(t.resreq)) >= floor
+
+            return ("drf", floor), could_name
+
+        preemptable.victim_ceiling = victim_ceiling  # type: ignore[attr-defined]
 
         def on_allocate(task: TaskInfo) -> None:
             r = allocated.get(task.job)
