@@ -183,8 +183,6 @@ class PreemptAction(Action):
             stmt.commit()
 
     def _discard(self, stmt: Statement) -> None:
-        if stmt.has_evictions():
-            self.ceiling.reset()  # restored victims can be named again
         stmt.discard()
 
     def _note_starving(self, ssn: Session, job: JobInfo) -> None:

@@ -11,10 +11,11 @@ re-seed from a later plugin, but the victims are always one plugin's list or a s
 The node's ceiling is the largest over tiers; a node whose future idle plus its ceiling cannot
 hold the preemptor is skipped, exactly as walking it would have found nothing.
 
-Rows are cached per (queue, plugins' keys) and recomputed when the node changes.  A job's state
-changing elsewhere (an eviction on another node) can only shrink what plugins name, so a stale
-row errs on the side of walking the node; a discarded eviction can grow it again, so actions
-call ``reset`` after discarding evictions.
+Rows are cached per (queue, plugins' keys).  A row is recomputed when its node changes, and
+when a job with a task on it gains or loses a task anywhere (the session's allocate and
+deallocate events: an eviction, a pipeline, a discard), since gang and drf read job state.  A
+plugin whose test reads wider state (proportion: which queues are over their share) puts that
+state in its key, so a change starts a fresh cache.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.rowcache import RowCache
+from lahar_scheduler.framework.session import EventHandler, Session
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
-    from lahar_scheduler.framework.session import Session
 
 CouldName = Callable[["TaskInfo"], bool]
 # Per tier, each plugin's per-task test; None for a plugin that gives no ceiling (anything, no veto).
@@ -43,6 +43,13 @@ def _ceiling_of(fn: Any) -> Callable[[TaskInfo], tuple[Hashable, CouldName]] | N
     return got if callable(got) else None
 
 
+class _Entry:
+    __slots__ = ("changes", "dirty", "values")
+
+    def __init__(self, values: np.ndarray, changes: int, dirty: int) -> None:
+        self.values, self.changes, self.dirty = values, changes, dirty
+
+
 class VictimCeiling:
     def __init__(self, ssn: Session, point: P.Point[Any, Any, Any], counts: Callable[[TaskInfo, str], bool]) -> None:
         self.ssn = ssn
@@ -50,10 +57,20 @@ class VictimCeiling:
         chain: Sequence[Sequence[Callable[..., Any]]] = ssn.chain(point)
         self.chain = [[_ceiling_of(fn) for fn in fns] for fns in chain]
         self.useful = any(c is not None for tier in self.chain for c in tier)
-        self._caches: dict[Hashable, RowCache[np.ndarray]] = {}
+        self._entries: dict[Hashable, _Entry] = {}
+        self._dirty: list[int] = []  # rows whose jobs changed, in order (entries keep a read mark)
+        if self.useful:
+            ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
-    def reset(self) -> None:
-        self._caches.clear()
+    def _job_changed(self, task: TaskInfo) -> None:
+        job = self.ssn.jobs.get(task.job)
+        if job is None:
+            return
+        by_name = self.ssn.nodes.by_name
+        for t in job.tasks.values():
+            node = by_name.get(t.node_name) if t.node_name else None
+            if node is not None:
+                self._dirty.append(node.index)
 
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
@@ -61,25 +78,30 @@ class VictimCeiling:
             return None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
-        cache = self._caches.get(key)
-        if cache is None:
-            tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
-            cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(queue, tests), size=1)
-        return cache.get(b"ceiling", preemptor)
+        tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
+        changes = self.ssn.nodes.changes
+        entry = self._entries.get(key)
+        if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
+            rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
+            entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
+            return entry.values
+        if entry.changes < len(changes) or entry.dirty < len(self._dirty):
+            stale = set(changes[entry.changes :])
+            stale.update(self._dirty[entry.dirty :])
+            rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+            entry.values[rows] = self._compute(queue, tests, rows)
+            entry.changes, entry.dirty = len(changes), len(self._dirty)
+        return entry.values
 
-    def _compute(self, queue: str, tiers: Tiers) -> Callable[[TaskInfo, IntArray], np.ndarray]:
+    def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
         infos = self.ssn.nodes.infos
         width = len(self.ssn.nodes.space)
-
-        def compute(_: TaskInfo, rows: IntArray) -> np.ndarray:
-            out = np.zeros((len(rows), width))
-            for j, i in enumerate(rows.tolist()):
-                tasks = [t for t in infos[i].tasks.values() if self.counts(t, queue)]
-                if tasks:
-                    out[j] = _row(tasks, tiers, width)
-            return out
-
-        return compute
+        out = np.zeros((len(rows), width))
+        for j, i in enumerate(rows.tolist()):
+            tasks = [t for t in infos[i].tasks.values() if self.counts(t, queue)]
+            if tasks:
+                out[j] = _row(tasks, tiers, width)
+        return out
 
 
 def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:

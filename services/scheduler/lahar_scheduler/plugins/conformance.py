@@ -17,8 +17,6 @@ def _ordinary(t: TaskInfo) -> bool:
     return t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"
 
 
-
-
 class ConformancePlugin(Plugin):
     name = "conformance"
     Args = NoArgs

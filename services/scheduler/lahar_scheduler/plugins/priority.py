@@ -44,7 +44,6 @@ class PriorityPlugin(Plugin):
                 victims.append(t)
         return victims, Vote.PERMIT
 
-
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
         own job's tasks, which the test cannot tell apart without the job)."""
