@@ -9,6 +9,7 @@ from lahar_scheduler.framework.session import Plugin
 from lahar_scheduler.plugins.binpack import BinpackPlugin
 from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
+from lahar_scheduler.plugins.deviceshare import DeviceSharePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
@@ -36,6 +37,7 @@ for _plugin in (
     ResourceStrategyFitPlugin,
     CapacityPlugin,
     ResourceQuotaPlugin,
+    DeviceSharePlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -43,7 +45,6 @@ for _plugin in (
 # have yet, with what each does there: a configuration naming one is told so, not "unknown".
 UNSUPPORTED_PLUGINS: dict[str, str] = {
     "cdp": "cooldown protection: elastic pods are not preempted again until a cooldown time after they start",
-    "deviceshare": "GPU and NPU sharing and exclusive devices",
     "extender": "calls an external HTTP scheduler extender",
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "nodegroup": "queue affinity to node groups",
