@@ -184,14 +184,14 @@ def test_volcano_jobs_and_resource_quotas_are_reported_as_ignored(simulate: Run)
 def test_plugins_volcano_has_and_lahar_lacks_are_left_out_with_a_warning(simulate: Run) -> None:
     conf = simulate.tmp_path / "conf.yaml"
     conf.write_text(
-        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: numa-aware\n"
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n"
         "- plugins:\n  - name: predicates\n  - name: tdm\n"
     )
     code, out, warnings = simulate([NODE, queue("default"), podgroup("pg"), pod("p", "pg")], "--conf", str(conf))
     assert code == 0 and out["binds"] == {"ml/p": "n1"}
     assert warnings == [
-        f"{conf}: tiers[0].plugins[1].name: plugin 'numa-aware' is not supported yet "
-        "(NUMA topology aware placement (cpu manager policies)); left out of this run",
+        f"{conf}: tiers[0].plugins[1].name: plugin 'usage' is not supported yet "
+        "(filters and scores nodes by their measured usage); left out of this run",
         f"{conf}: tiers[1].plugins[1].name: plugin 'tdm' is not supported yet "
         "(time-division multiplexing of revocable nodes); left out of this run",
     ]

@@ -80,6 +80,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
         Resource("jobflows", "flow.volcano.sh/v1alpha1", True),
         Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
+        Resource("numatopologies", "nodeinfo.volcano.sh/v1alpha1", False),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
         Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )

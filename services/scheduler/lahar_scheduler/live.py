@@ -27,7 +27,7 @@ from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas")
+KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas", "numatopologies")
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -77,6 +77,7 @@ class LiveView:
             decoded["namespaces"],
             now=now,
             resource_quotas=decoded["resourcequotas"],
+            numatopologies=decoded["numatopologies"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))

@@ -18,6 +18,7 @@ from lahar.api.objects import (
     KubeObject,
     Namespace,
     Node,
+    Numatopology,
     Pod,
     PodGroup,
     PriorityClass,
@@ -62,6 +63,7 @@ class Cluster:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.quotas: dict[str, ResourceQuota] = {}
+        self.numatopologies: dict[str, Numatopology] = {}
         for obj in objects:
             self.add(obj)
 
@@ -82,6 +84,8 @@ class Cluster:
             self.namespaces[meta.name] = obj
         elif isinstance(obj, ResourceQuota):
             self.quotas[key] = obj
+        elif isinstance(obj, Numatopology):
+            self.numatopologies[meta.name] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -93,6 +97,7 @@ class Cluster:
             self.namespaces.values(),
             now=now,
             resource_quotas=self.quotas.values(),
+            numatopologies=self.numatopologies.values(),
         )
 
     def apply(self, result: SessionResult) -> None:
@@ -102,7 +107,10 @@ class Cluster:
             if pod is not None:
                 spec = msgspec.structs.replace(pod.spec, node_name=node)
                 status = msgspec.structs.replace(pod.status, phase="Running")
-                self.pods[task.key] = msgspec.structs.replace(pod, spec=spec, status=status)
+                meta = pod.metadata
+                if task.card_annotations:  # the Binding's annotations land on the pod
+                    meta = msgspec.structs.replace(meta, annotations={**meta.annotations, **task.card_annotations})
+                self.pods[task.key] = msgspec.structs.replace(pod, metadata=meta, spec=spec, status=status)
         for task, _ in result.evictions:
             self.pods.pop(task.key, None)
         for uid, update in result.podgroups.items():

@@ -16,7 +16,17 @@ import msgspec
 import numpy as np
 
 from lahar.api.codec import enc_hook
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota, ResourceQuotaStatus
+from lahar.api.objects import (
+    Namespace,
+    Node,
+    Numatopology,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+    ResourceQuotaStatus,
+)
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
@@ -104,8 +114,13 @@ class Snapshot:
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
+        numatopologies: Iterable[Numatopology] = (),
     ) -> None:
         self.now = now
+        # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
+        # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
+        self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
+        self.numa_unassigned: dict[str, dict[str, frozenset[int]]] = {}
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()
@@ -154,6 +169,13 @@ class Snapshot:
             held.pop(name, None)
             if not held:
                 del self.quotas[namespace]
+
+    # -- NUMA topologies (one per node, named after it) ----------------------------------
+    def upsert_numatopology(self, topo: Numatopology) -> None:
+        self.numatopologies[topo.metadata.name] = topo
+
+    def delete_numatopology(self, name: str) -> None:
+        self.numatopologies.pop(name, None)
 
     # -- nodes -----------------------------------------------------------------------------
     @property

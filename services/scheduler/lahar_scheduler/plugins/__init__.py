@@ -13,6 +13,7 @@ from lahar_scheduler.plugins.deviceshare import DeviceSharePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
+from lahar_scheduler.plugins.numaaware import NumaAwarePlugin
 from lahar_scheduler.plugins.overcommit import OvercommitPlugin
 from lahar_scheduler.plugins.predicates import PredicatesPlugin
 from lahar_scheduler.plugins.priority import PriorityPlugin
@@ -38,6 +39,7 @@ for _plugin in (
     CapacityPlugin,
     ResourceQuotaPlugin,
     DeviceSharePlugin,
+    NumaAwarePlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -48,7 +50,6 @@ UNSUPPORTED_PLUGINS: dict[str, str] = {
     "extender": "calls an external HTTP scheduler extender",
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "nodegroup": "queue affinity to node groups",
-    "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "pdb": "PodDisruptionBudgets limit which pods may be evicted",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
     "task-topology": "affinity and anti-affinity between the tasks of a job",
