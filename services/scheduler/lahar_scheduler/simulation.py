@@ -41,15 +41,20 @@ class Outcome:
     phases: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, str] = field(default_factory=dict)
     results: list[SessionResult] = field(default_factory=list)
+    # GPU cards chosen at bind (deviceshare): pod -> its gpu-index, or its vGPU devices.
+    cards: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "binds": dict(sorted(self.binds.items())),
             "evictions": sorted(self.evictions),
             "pipelined": dict(sorted(self.pipelined.items())),
             "podGroupPhases": dict(sorted(self.phases.items())),
             "conditions": dict(sorted(self.conditions.items())),
         }
+        if self.cards:  # only with deviceshare, so other outputs keep their shape
+            out["cards"] = dict(sorted(self.cards.items()))
+        return out
 
 
 class Cluster:
@@ -149,6 +154,10 @@ def simulate(
         outcome.results.append(result)
         for task, node in result.binds:
             outcome.binds[task.key] = node
+            held = task.card_annotations or {}
+            card = held.get("volcano.sh/gpu-index") or held.get("volcano.sh/vgpu-ids-new")
+            if card:
+                outcome.cards[task.key] = card
         outcome.evictions.extend(task.key for task, _ in result.evictions)
         outcome.pipelined = dict(result.pipelined)
         for uid, update in result.podgroups.items():
