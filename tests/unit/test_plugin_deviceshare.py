@@ -338,3 +338,43 @@ def test_bind_item_annotations_are_optional_on_the_wire() -> None:
 
 def test_group_annotation_constant() -> None:
     assert GROUP == "scheduling.k8s.io/group-name"
+
+
+# -- across the live view: assumed binds keep their cards ---------------------------------------------------
+def _pod_delta(p: Pod) -> Any:
+    from lahar.api.codec import to_json
+    from lahar.wire.messages import Delta
+
+    key = f"{p.metadata.namespace}/{p.metadata.name}"
+    return Delta(kind="pods", op="MODIFIED", key=key, rv="1", obj=msgspec.Raw(to_json(p)))
+
+
+def test_an_assumed_bind_holds_its_card_until_the_pod_shows_it() -> None:
+    """A pending pod's delta arrives after its bind was decided: the pod is placed again from the
+    assumption, with the cards the decision chose; then the bound pod carries them itself."""
+    from lahar.wire.messages import Binds
+    from lahar_scheduler.live import LiveView
+
+    view = LiveView()
+    for obj in (queue("q"), podgroup("pg", queue="q", min_member=1), gpu_node("n1", 2, 8000), share_pod("p", 4000)):
+        view.apply(_delta_of(obj))
+    ann = {GPU_INDEX: "1", "volcano.sh/predicate-time": "0"}
+    item = BindItem(namespace="default", name="p", node="n1", annotations=ann)
+    view.assume([Binds(id="b", items=[item])])
+    view.apply(_pod_delta(share_pod("p", 4000)))  # e.g. a status write, still pending
+    dev = view.snapshot.nodes.devices
+    assert view.snapshot.tasks["default/p"].status == S.BINDING
+    assert (dev.share_used[0].tolist(), dev.share_pods[0].tolist()) == ([0.0, 4000.0], [0, 1])
+    view.apply(_pod_delta(share_pod("p", 4000, node_name="n1", index="1", phase="Running")))
+    assert (dev.share_used[0].tolist(), dev.share_pods[0].tolist()) == ([0.0, 4000.0], [0, 1])
+    assert "default/p" not in view.cards
+
+
+def _delta_of(obj: Any) -> Any:
+    from lahar.api.codec import to_json
+    from lahar.wire.messages import Delta
+
+    kind = {"Node": "nodes", "Pod": "pods", "PodGroup": "podgroups", "Queue": "queues"}[obj.kind]
+    ns = obj.metadata.namespace
+    key = f"{ns}/{obj.metadata.name}" if ns or kind in ("pods", "podgroups") else obj.metadata.name
+    return Delta(kind=kind, op="ADDED", key=key, rv="1", obj=msgspec.Raw(to_json(obj)))
