@@ -17,6 +17,7 @@ from lahar.api.codec import to_builtins
 from lahar.api.objects import Node, Pod
 from lahar.wire.messages import BindItem
 from lahar_scheduler.core import load_conf
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.framework.devices import GPU_INDEX, VGPU_IDS, VGPU_PODGROUP_POLICY, VGPU_REGISTER
 from lahar_scheduler.framework.types import TaskStatus
@@ -127,7 +128,7 @@ def test_over_subscribed_card_offers_no_memory() -> None:
     ]
     ssn = open_session(objs, conf(SHARE))
     t = task(ssn, "default/new")
-    got = ssn.predicate(t, np.arange(1))
+    got = ssn.call(P.PREDICATE, t, np.arange(1))
     assert list(got.passed) == []
     assert "GpuShare no enough gpu memory (asks 500 on one card, the freest card has 0)" in got.errors.reasons
     # getDevicesIdleGPUMemory clamps at zero instead of wrapping
@@ -164,7 +165,7 @@ def test_node_without_cards_passes_the_filter() -> None:
     # conversion failed"), so the plugin passes it; the resource fit then refuses gpu-memory.
     objs = [*base(), node("plain"), share_pod("p", 1000)]
     ssn = open_session(objs, conf(SHARE))
-    assert list(ssn.predicate(task(ssn, "default/p"), np.arange(1)).passed) == [0]
+    assert list(ssn.call(P.PREDICATE, task(ssn, "default/p"), np.arange(1)).passed) == [0]
     assert binds(run(objs, conf(SHARE))) == {}
 
 
@@ -215,7 +216,7 @@ def test_gpu_number_takes_idle_cards() -> None:
     three = with_limits(pod("three", group="pg", cpu="1"), {"volcano.sh/gpu-number": "3"})
     objs = [*base(), podgroup("other", queue="q", min_member=1, phase="Running"), gpu_node("n1", 4, 8000), held, three]
     ssn = open_session(objs, conf(NUMBER))
-    got = ssn.predicate(task(ssn, "default/three"), np.arange(1))
+    got = ssn.call(P.PREDICATE, task(ssn, "default/three"), np.arange(1))
     assert dict(got.errors.reasons) == {"GpuNumber no enough gpu number (asks 3 whole card(s), 2 free)": 1}
     two = with_limits(pod("two", group="pg", cpu="1"), {"volcano.sh/gpu-number": "2"})
     objs[-1] = two
@@ -264,7 +265,7 @@ def test_vgpu_binpack_score() -> None:
         vgpu_pod("p3", memory="1000"),
     ]
     ssn = open_session(objs, make_conf("allocate", [{"name": "predicates"}, vgpu_conf_plugin("binpack", 10)]))
-    got = ssn.node_order(task(ssn, "default/p3"), np.arange(2))
+    got = ssn.call(P.NODE_ORDER, task(ssn, "default/p3"), np.arange(2))
     assert list(got) == [130.0, 30.0]  # n2: 1000/30000 × 100 = 3.33 → 3
 
 
@@ -273,7 +274,7 @@ def test_vgpu_spread_score_is_taken_after_the_add() -> None:
     # test bounds it only from above by 100).
     objs = [*base(), vgpu_node("n2", [("GPU-0", 10, 30000)]), vgpu_pod("p4", memory="1000")]
     ssn = open_session(objs, make_conf("allocate", [{"name": "predicates"}, vgpu_conf_plugin("spread", 10)]))
-    assert list(ssn.node_order(task(ssn, "default/p4"), np.arange(1))) == [0.0]
+    assert list(ssn.call(P.NODE_ORDER, task(ssn, "default/p4"), np.arange(1))) == [0.0]
 
 
 def test_vgpu_three_cards_of_different_memory_fit() -> None:
@@ -284,10 +285,10 @@ def test_vgpu_three_cards_of_different_memory_fit() -> None:
         vgpu_pod("p1", number="3", cores="100"),
     ]
     ssn = open_session(objs, make_conf("allocate", [{"name": "predicates"}, vgpu_conf_plugin()]))
-    assert list(ssn.predicate(task(ssn, "default/p1"), np.arange(1)).passed) == [0]
+    assert list(ssn.call(P.PREDICATE, task(ssn, "default/p1"), np.arange(1)).passed) == [0]
     four = [*objs[:-1], vgpu_pod("p1", number="4", cores="100")]
     ssn = open_session(four, make_conf("allocate", [{"name": "predicates"}, vgpu_conf_plugin()]))
-    assert dict(ssn.predicate(task(ssn, "default/p1"), np.arange(1)).errors.reasons) == {
+    assert dict(ssn.call(P.PREDICATE, task(ssn, "default/p1"), np.arange(1)).errors.reasons) == {
         "hami-vgpuDeviceSharing error": 1
     }
 

@@ -15,6 +15,7 @@ from builders import _decode, make_conf, open_session, pod, podgroup, queue, run
 from builders import node as make_node
 from lahar.api.codec import to_builtins
 from lahar.api.objects import Numatopology, Pod
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.numa import Hint, admit, cpu_hints, numa_info
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.simulation import Cluster
@@ -90,8 +91,8 @@ def test_single_numa_node_fits_the_node_with_room() -> None:
     # cpu 0 is taken: 4 cpus fit on NUMA node 1 alone; 5 fit on no single node.
     objs = [make_node("n1", cpu="8", memory="16Gi"), topo("n1", "single-numa-node", "1-7")]
     ssn = session(*objs, guaranteed("four", "4", "single-numa-node"), guaranteed("five", "5", "single-numa-node"))
-    assert list(ssn.predicate(task(ssn, "default/four"), np.arange(1)).passed) == [0]
-    got = ssn.predicate(task(ssn, "default/five"), np.arange(1))
+    assert list(ssn.call(P.PREDICATE, task(ssn, "default/four"), np.arange(1)).passed) == [0]
+    got = ssn.call(P.PREDICATE, task(ssn, "default/five"), np.arange(1))
     assert dict(got.errors.reasons) == {
         "container c cannot be assigned by numa (free cpus per NUMA node 0: 3, 1: 4)": 1
     }
@@ -105,7 +106,7 @@ def test_policy_must_match_the_node() -> None:
         make_node("plain", cpu="8", memory="16Gi"),
     ]
     ssn = session(*objs, guaranteed("p", "2", "single-numa-node"))
-    got = ssn.predicate(task(ssn, "default/p"), np.arange(2))
+    got = ssn.call(P.PREDICATE, task(ssn, "default/p"), np.arange(2))
     assert dict(got.errors.reasons) == {
         "task topology policy[single-numa-node] is different with node[best-effort]": 1,
         "numa info is empty": 1,
@@ -117,9 +118,9 @@ def test_pods_that_are_not_guaranteed_or_ask_nothing_pass() -> None:
     # whose topology policy is none passes.
     objs = [make_node("n1", cpu="8", memory="16Gi"), topo("n1", "single-numa-node", "0")]
     ssn = session(*objs, pod("burst", group="pg", cpu="5", memory="1Gi"), guaranteed("g", "5"))
-    assert list(ssn.predicate(task(ssn, "default/burst"), np.arange(1)).passed) == [0]
+    assert list(ssn.call(P.PREDICATE, task(ssn, "default/burst"), np.arange(1)).passed) == [0]
     # no task policy, but the node's policy applies: 5 cpus do not fit cpu 0 alone
-    assert list(ssn.predicate(task(ssn, "default/g"), np.arange(1)).passed) == []
+    assert list(ssn.call(P.PREDICATE, task(ssn, "default/g"), np.arange(1)).passed) == []
 
 
 # -- the score ------------------------------------------------------------------------------------------
@@ -134,8 +135,8 @@ def test_fewer_numa_nodes_score_higher() -> None:
     ]
     ssn = session(*objs, guaranteed("p", "4", "best-effort"))
     t = task(ssn, "default/p")
-    ssn.predicate(t, np.arange(2))
-    assert list(ssn.node_order(t, np.arange(2))) == [50.0, 0.0]
+    ssn.call(P.PREDICATE, t, np.arange(2))
+    assert list(ssn.call(P.NODE_ORDER, t, np.arange(2))) == [50.0, 0.0]
 
 
 # -- across sessions -------------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def test_cpus_stay_taken_until_the_exporter_lists_the_pod() -> None:
 def test_a_plain_cluster_pays_nothing() -> None:
     # Without any Numatopology the plugin registers no callback.
     ssn = session(make_node("n1"), pod("p", group="pg", cpu="1"))
-    assert not ssn.has("predicate") or all(
-        getattr(fn, "__self__", None).__class__.__name__ != "NumaAwarePlugin" for fn in ssn._flat("predicate")
+    assert all(
+        getattr(fn, "__self__", None).__class__.__name__ != "NumaAwarePlugin" for fn in ssn.callbacks(P.PREDICATE)
     )
     assert run(objects(make_node("n1"), pod("p", group="pg", cpu="1")), CONF).binds

@@ -31,6 +31,7 @@ from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
+from lahar_scheduler.framework.reservation import Reservation
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
@@ -121,6 +122,7 @@ class Snapshot:
         # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
         self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
         self.numa_unassigned: dict[str, dict[str, frozenset[int]]] = {}
+        self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import args_parser
 from lahar_scheduler.framework.devices import (
     GPU_INDEX,
@@ -92,9 +93,9 @@ class DeviceSharePlugin(Plugin):
         self.devices: DeviceTable = ssn.nodes.devices
         if not (self.opts.gpu_sharing or self.opts.gpu_number or self.opts.vgpu):
             return
-        ssn.add("predicate", _Callback(self))
+        ssn.add(P.PREDICATE, _Callback(self))
         if self.opts.vgpu and self.opts.weight > 0:
-            ssn.add("node_order", self.node_order)
+            ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(allocate=self.on_allocate))
 
     # -- which devices a task asks of (HasDeviceRequest) ------------------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.numa import (
     CPU_MANAGER_POLICY,
     NONE,
@@ -77,8 +78,8 @@ class NumaAwarePlugin(Plugin):
         self.reasons: dict[int, dict[int, str]] = {}
         if not self.infos:
             return  # no node reports its NUMA layout: nothing to filter or score
-        ssn.add("predicate", self.predicate)
-        ssn.add("node_order", self.node_order)
+        ssn.add(P.PREDICATE, self.predicate)
+        ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
     def _unassigned(self, held: dict[str, dict[str, frozenset[int]]], node: str, info: NumaInfo) -> frozenset[int]:
