@@ -58,7 +58,7 @@ async def test_two_pods_share_one_gpu_card(
     async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
         await ensure_queue(kube, "default")
         await s.cache()
-        await s.scheduler(conf=str(conf), period=0.2)
+        sched = await s.scheduler(conf=str(conf), period=0.2)
         await s.binder()
         await kube.create("podgroups", ns, podgroup(ns, "share", 2))
         await asyncio.gather(*(kube.create("pods", ns, gpu_pod(ns, f"s-{i}", "share", "4000")) for i in range(2)))
@@ -77,3 +77,21 @@ async def test_two_pods_share_one_gpu_card(
         node_name = got[0][0]
         assert node_name.startswith("gpu")
         assert got == [(node_name, "0"), (node_name, "0")]
+
+        # The node's NUMA layout: served by the emulator, mirrored by the cache, in the snapshot.
+        topo = {
+            "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+            "kind": "Numatopology",
+            "metadata": {"name": node_name},
+            "spec": {
+                "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
+                "numares": {"cpu": {"allocatable": "0-7", "capacity": 8}},
+            },
+        }
+        await kube.create("numatopologies", "", topo)
+
+        def mirrored() -> bool:
+            held = sched.service.view.snapshot.numatopologies.get(node_name)
+            return held is not None and held.spec.numares["cpu"].allocatable == "0-7"
+
+        await poll(mirrored, timeout=10.0)
