@@ -80,6 +80,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
         Resource("jobflows", "flow.volcano.sh/v1alpha1", True),
         Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
+        Resource("numatopologies", "nodeinfo.volcano.sh/v1alpha1", False),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
         Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )
@@ -383,8 +384,12 @@ class KubeClient:
             raise TransientKubeError(0, "WatchClosed", str(exc) or type(exc).__name__) from None
 
     # -- writes --------------------------------------------------------------------------
-    async def bind(self, namespace: str, name: str, node: str, uid: str = "") -> None:
-        """POST pods/binding.  The 201 reply is a Status, not a Binding, so it is not decoded."""
+    async def bind(
+        self, namespace: str, name: str, node: str, uid: str = "", annotations: dict[str, str] | None = None
+    ) -> None:
+        """POST pods/binding.  The 201 reply is a Status, not a Binding, so it is not decoded.
+        ``annotations`` go on the Binding: the API server copies them onto the pod in the same
+        write as the node (how Volcano records the GPU cards it chose)."""
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -393,6 +398,8 @@ class KubeClient:
         }
         if uid:
             body["metadata"]["uid"] = uid
+        if annotations:
+            body["metadata"]["annotations"] = dict(annotations)
         await self._request(
             "POST",
             RESOURCES["pods"].path(namespace, name, "binding"),

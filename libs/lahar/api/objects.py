@@ -409,7 +409,46 @@ class Job(_Base):
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
-KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job
+# -- nodeinfo.volcano.sh/v1alpha1 Numatopology (one per node, named after it) -------------------
+class NumaResourceInfo(_Base):
+    allocatable: str = ""  # a cpuset list, "0-3,8": the ids still free for exclusive use
+    capacity: int = 0
+
+
+class CPUInfo(_Base):
+    numa: int = 0
+    socket: int = 0
+    core: int = 0
+
+
+class ContainerAllocation(_Base):
+    name: str = ""
+    allocations: dict[str, str] = {}
+
+
+class PodAllocation(_Base):
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
+    container_allocations: list[ContainerAllocation] = []
+
+
+class NumatopoSpec(_Base):
+    policies: dict[str, str] = {}  # CPUManagerPolicy, TopologyManagerPolicy
+    res_reserved: dict[str, str] = {}
+    numares: dict[str, NumaResourceInfo] = {}
+    cpu_detail: dict[str, CPUInfo] = {}
+    pod_allocations: list[PodAllocation] = []
+
+
+class Numatopology(_Base):
+    api_version: str = "nodeinfo.volcano.sh/v1alpha1"
+    kind: str = "Numatopology"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NumatopoSpec = msgspec.field(default_factory=NumatopoSpec)
+
+
+KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job | Numatopology
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
 # v1beta1/v1 variants that share the fields we read still decode.
@@ -422,6 +461,7 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,
     ("batch.volcano.sh", "Job"): Job,
+    ("nodeinfo.volcano.sh", "Numatopology"): Numatopology,
 }
 
 

@@ -9,9 +9,11 @@ from lahar_scheduler.framework.plugin import Plugin
 from lahar_scheduler.plugins.binpack import BinpackPlugin
 from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
+from lahar_scheduler.plugins.deviceshare import DeviceSharePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
+from lahar_scheduler.plugins.numaaware import NumaAwarePlugin
 from lahar_scheduler.plugins.overcommit import OvercommitPlugin
 from lahar_scheduler.plugins.predicates import PredicatesPlugin
 from lahar_scheduler.plugins.priority import PriorityPlugin
@@ -37,6 +39,8 @@ for _plugin in (
     ResourceStrategyFitPlugin,
     CapacityPlugin,
     ResourceQuotaPlugin,
+    DeviceSharePlugin,
+    NumaAwarePlugin,
     ReservationPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
@@ -45,11 +49,9 @@ for _plugin in (
 # have yet, with what each does there: a configuration naming one is told so, not "unknown".
 UNSUPPORTED_PLUGINS: dict[str, str] = {
     "cdp": "cooldown protection: elastic pods are not preempted again until a cooldown time after they start",
-    "deviceshare": "GPU and NPU sharing and exclusive devices",
     "extender": "calls an external HTTP scheduler extender",
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "nodegroup": "queue affinity to node groups",
-    "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "pdb": "PodDisruptionBudgets limit which pods may be evicted",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
     "task-topology": "affinity and anti-affinity between the tasks of a job",
