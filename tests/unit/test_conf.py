@@ -244,13 +244,14 @@ def test_a_volcano_plugin_lahar_lacks_is_not_supported_yet_not_unknown() -> None
 
 
 def test_a_what_if_run_leaves_unsupported_plugins_out_and_lists_them() -> None:
-    text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: deviceshare\n  - name: tdm\n"
+    text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: deviceshare\n  - name: usage\n"
     conf = load_conf(text, leave_out_unsupported=True)
     assert [p.name for p in conf.tiers[0].plugins] == ["gang"]
     assert conf.left_out == [
         "tiers[0].plugins[1].name: plugin 'deviceshare' is not supported yet "
         "(GPU and NPU sharing and exclusive devices)",
-        "tiers[0].plugins[2].name: plugin 'tdm' is not supported yet (time-division multiplexing of revocable nodes)",
+        "tiers[0].plugins[2].name: plugin 'usage' is not supported yet "
+        "(filters and scores nodes by their measured usage)",
     ]
     # Other errors still fail the document whole.
     with pytest.raises(ConfError) as info:

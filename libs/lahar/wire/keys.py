@@ -17,6 +17,7 @@ KINDS = (
     "priorityclasses",
     "namespaces",
     "resourcequotas",
+    "poddisruptionbudgets",
     # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
     # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
     "commands",

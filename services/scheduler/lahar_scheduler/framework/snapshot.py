@@ -16,7 +16,17 @@ import msgspec
 import numpy as np
 
 from lahar.api.codec import enc_hook
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota, ResourceQuotaStatus
+from lahar.api.objects import (
+    Namespace,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+    ResourceQuotaStatus,
+)
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
@@ -102,8 +112,12 @@ class Snapshot:
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
+        pdbs: Iterable[PodDisruptionBudget] = (),
     ) -> None:
         self.now = now
+        # What a plugin keeps from one session to the next (tdm's last eviction time), by plugin
+        # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
+        self.plugin_memory: dict[str, dict[str, object]] = {}
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()
@@ -133,6 +147,11 @@ class Snapshot:
         self.quotas: dict[str, dict[str, ResourceQuotaStatus]] = {}
         for rq in resource_quotas:
             self.upsert_quota(rq)
+        # PodDisruptionBudgets by namespace/name, in the order they arrived (the pdb plugin
+        # spends each one's disruptionsAllowed across the victims it is shown).
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        for pdb in pdbs:
+            self.upsert_pdb(pdb)
         self.jobs: dict[str, JobInfo] = {}
         for pg in podgroups:
             self.upsert_podgroup(pg)
@@ -152,6 +171,13 @@ class Snapshot:
             held.pop(name, None)
             if not held:
                 del self.quotas[namespace]
+
+    # -- pod disruption budgets --------------------------------------------------------------
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self.pdbs[f"{pdb.metadata.namespace}/{pdb.metadata.name}"] = pdb
+
+    def delete_pdb(self, namespace: str, name: str) -> None:
+        self.pdbs.pop(f"{namespace}/{name}", None)
 
     # -- nodes -----------------------------------------------------------------------------
     @property
