@@ -12,6 +12,7 @@ from lahar_scheduler.plugins.cdp import CdpPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
+from lahar_scheduler.plugins.nodegroup import NodeGroupPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
 from lahar_scheduler.plugins.overcommit import OvercommitPlugin
 from lahar_scheduler.plugins.pdb import PdbPlugin
@@ -42,6 +43,7 @@ for _plugin in (
     CdpPlugin,
     PdbPlugin,
     TdmPlugin,
+    NodeGroupPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -51,7 +53,6 @@ UNSUPPORTED_PLUGINS: dict[str, str] = {
     "deviceshare": "GPU and NPU sharing and exclusive devices",
     "extender": "calls an external HTTP scheduler extender",
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
-    "nodegroup": "queue affinity to node groups",
     "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
     "task-topology": "affinity and anti-affinity between the tasks of a job",
