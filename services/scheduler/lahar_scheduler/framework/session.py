@@ -22,6 +22,7 @@ from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
 from lahar_scheduler.framework.points import POINTS, consulted
+from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicates
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
@@ -127,8 +128,11 @@ class Session:
         seed: int = 0,
         uid: str = "session",
         clock: Callable[[], float] | None = None,
+        transport: ExtenderTransport | None = None,
     ) -> None:
         self.snapshot = snapshot
+        # How the extender plugin reaches its HTTP extender (the shell's adapter; see ports).
+        self.transport: ExtenderTransport = transport if transport is not None else NoTransport()
         self.stopwatch = Stopwatch(clock)  # timings only; nothing decided depends on it
         self.conf = conf
         self.uid = uid

@@ -11,6 +11,7 @@ from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.cdp import CdpPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
+from lahar_scheduler.plugins.extender import ExtenderPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
 from lahar_scheduler.plugins.nodegroup import NodeGroupPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
@@ -44,6 +45,7 @@ for _plugin in (
     PdbPlugin,
     TdmPlugin,
     NodeGroupPlugin,
+    ExtenderPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -51,7 +53,6 @@ for _plugin in (
 # have yet, with what each does there: a configuration naming one is told so, not "unknown".
 UNSUPPORTED_PLUGINS: dict[str, str] = {
     "deviceshare": "GPU and NPU sharing and exclusive devices",
-    "extender": "calls an external HTTP scheduler extender",
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
