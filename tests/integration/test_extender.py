@@ -15,6 +15,7 @@ import pytest
 from builders import make_conf, node, pod, podgroup, queue, snapshot
 from lahar.adapters.extender import MAX_BODY, HttpExtenderTransport
 from lahar_scheduler.core import run_session
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ports import TransportError
 from lahar_scheduler.framework.session import SessionResult
 
@@ -200,5 +201,5 @@ def test_preemptable_victims_come_from_the_extender(extender: Extender, transpor
     ssn = Session(snapshot(objs), conf, dict(PLUGINS), transport=transport).open()
     del open_session
     evictees = [ssn.snapshot.tasks["default/low-0"], ssn.snapshot.tasks["default/low-1"]]
-    got = ssn.preemptable(ssn.snapshot.tasks["default/high-0"], evictees)
+    got = ssn.call(P.PREEMPTABLE, ssn.snapshot.tasks["default/high-0"], evictees)
     assert [t.name for t in got] == ["low-0"]

@@ -9,6 +9,7 @@ import msgspec
 
 from builders import _decode, make_conf, node, only, open_session, pod, podgroup, queue, task
 from lahar.api.objects import Condition, PodDisruptionBudget
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.cdp import cooldown_time
 
@@ -61,8 +62,8 @@ def test_cdp_keeps_pods_within_their_cooldown_out_of_the_victims() -> None:
     ssn = session(objs, "cdp", "enablePreemptable", "enableReclaimable")
     cands = [task(ssn, f"default/{n}") for n in ("t1", "t2", "t3")]
     preemptor = cands[0]
-    assert [t.name for t in ssn.preemptable(preemptor, cands)] == ["t2", "t3"]
-    assert [t.name for t in ssn.reclaimable(preemptor, cands)] == ["t2", "t3"]
+    assert [t.name for t in ssn.call(P.PREEMPTABLE, preemptor, cands)] == ["t2", "t3"]
+    assert [t.name for t in ssn.call(P.RECLAIMABLE, preemptor, cands)] == ["t2", "t3"]
 
 
 def test_cdp_uses_the_session_clock() -> None:
@@ -70,8 +71,8 @@ def test_cdp_uses_the_session_clock() -> None:
     objs = [cdp_pod("t1", "600s", 100)]
     early = session(objs, "cdp", "enablePreemptable")
     late = session(objs, "cdp", "enablePreemptable", now=NOW + 600)
-    assert early.preemptable(task(early, "default/t1"), [task(early, "default/t1")]) == []
-    assert [t.name for t in late.preemptable(task(late, "default/t1"), [task(late, "default/t1")])] == ["t1"]
+    assert early.call(P.PREEMPTABLE, task(early, "default/t1"), [task(early, "default/t1")]) == []
+    assert [t.name for t in late.call(P.PREEMPTABLE, task(late, "default/t1"), [task(late, "default/t1")])] == ["t1"]
 
 
 def test_cdp_label_wins_over_annotation_and_pending_pods_are_victims() -> None:
@@ -82,7 +83,7 @@ def test_cdp_label_wins_over_annotation_and_pending_pods_are_victims() -> None:
     ssn = session([p, cdp_pod("t2", "1h", None)], "cdp", "enablePreemptable")
     t1, t2 = task(ssn, "default/t1"), task(ssn, "default/t2")
     # the label's 1h still runs (100 s ago); a pending pod has nothing to protect
-    assert [t.name for t in ssn.preemptable(t1, [t1, t2])] == ["t2"]
+    assert [t.name for t in ssn.call(P.PREEMPTABLE, t1, [t1, t2])] == ["t2"]
 
 
 # -- pdb -------------------------------------------------------------------------------------------
@@ -125,9 +126,9 @@ def pdb_victims(pdbs: list[Any]) -> tuple[list[str], list[str], list[str]]:
     cands = [task(ssn, "default/test-pod1"), task(ssn, "default/test-pod2")]
     names = lambda ts: sorted(t.name for t in ts)  # noqa: E731
     return (
-        names(ssn.preemptable(cands[0], cands)),
-        names(ssn.reclaimable(cands[0], cands)),
-        names(ssn.victim_tasks(cands)),
+        names(ssn.call(P.PREEMPTABLE, cands[0], cands)),
+        names(ssn.call(P.RECLAIMABLE, cands[0], cands)),
+        names(ssn.call(P.VICTIM_TASKS, cands)),
     )
 
 
@@ -161,7 +162,7 @@ def test_pdb_pods_without_labels_are_never_victims() -> None:
     """pdb.go skips a pod with no labels before it would add it to the victims."""
     ssn = session([pod("bare", group="pg", cpu="1", node_name="n1", phase="Running")], "pdb", "enablePreemptable")
     bare = task(ssn, "default/bare")
-    assert ssn.preemptable(bare, [bare]) == []
+    assert ssn.call(P.PREEMPTABLE, bare, [bare]) == []
 
 
 def test_pdb_budgets_reach_the_snapshot_from_deltas() -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from builders import make_conf, node, only, open_session, pod, podgroup, queue, task
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.session import Session
 
 KEY = "volcano.sh/nodegroup-name"
@@ -53,8 +54,8 @@ Q3 = aff(pref=["group1", "group3"])
 def verdicts(ssn: Session, key: str) -> tuple[dict[str, float], set[str]]:
     t = task(ssn, key)
     idx = np.arange(len(ssn.node_list), dtype=np.intp)
-    scores = {n.name: float(s) for n, s in zip(ssn.node_list, ssn.node_order(t, idx), strict=True)}
-    passed = {ssn.node_list[i].name for i in ssn.predicate(t, idx).passed}
+    scores = {n.name: float(s) for n, s in zip(ssn.node_list, ssn.call(P.NODE_ORDER, t, idx), strict=True)}
+    passed = {ssn.node_list[i].name for i in ssn.call(P.PREDICATE, t, idx).passed}
     return scores, passed
 
 
@@ -164,7 +165,7 @@ def test_nodegroup_without_hierarchy_a_child_does_not_inherit() -> None:
 
 def test_nodegroup_failure_reasons_are_volcanos() -> None:
     ssn = session([q("q1", Q1)], "q1")
-    res = ssn.predicate(task(ssn, "c1/p"), np.arange(5, dtype=np.intp))
+    res = ssn.call(P.PREDICATE, task(ssn, "c1/p"), np.arange(5, dtype=np.intp))
     text = res.errors.error(5)
     assert "node group label not found" in text
     assert "node does not satisfy the node group affinity" in text
@@ -232,9 +233,9 @@ def test_nodegroup_allocation_event_updates_group_usage() -> None:
     ssn = open_session(objs, make_conf("allocate", [only("nodegroup", "enableNodeOrder", "enablePredicate")]))
     t1, t2 = task(ssn, "limit/pending-1"), task(ssn, "limit/pending-2")
     one = np.array([0], dtype=np.intp)
-    assert len(ssn.predicate(t1, one).passed) == 1
+    assert len(ssn.call(P.PREDICATE, t1, one).passed) == 1
     stmt = ssn.statement()
     stmt.allocate(t1, ssn.node_list[0])
-    assert len(ssn.predicate(t2, one).passed) == 0
+    assert len(ssn.call(P.PREDICATE, t2, one).passed) == 0
     stmt.discard()
-    assert len(ssn.predicate(t2, one).passed) == 1  # the undo gives the usage back
+    assert len(ssn.call(P.PREDICATE, t2, one).passed) == 1  # the undo gives the usage back

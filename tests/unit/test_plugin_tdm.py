@@ -9,6 +9,7 @@ import pytest
 
 from builders import make_conf, node, only, open_session, passing, pod, podgroup, queue, scores, task
 from lahar_scheduler.core import load_conf
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.tdm import WindowError, parse_window
@@ -101,7 +102,7 @@ def test_tdm_predicate_reasons_name_the_zone() -> None:
     ssn = open_session(objs, make_conf("allocate", [only("tdm", "enablePredicate", **ZONES)]), now=NOON)
     import numpy as np
 
-    res = ssn.predicate(task(ssn, "c1/p2"), np.arange(5, dtype=np.intp))
+    res = ssn.call(P.PREDICATE, task(ssn, "c1/p2"), np.arange(5, dtype=np.intp))
     text = res.errors.error(5)
     assert "current time beyond revocable zone rz2:0:00-0:01" in text
     assert "not allow to dispatch to revocable node" in text
@@ -131,7 +132,7 @@ def victims_case(pgs: list[Any], pods: list[Any], nodes: list[str], args: dict[s
     rz = [node(n, cpu="16", memory="64Gi", pods="10", labels={RZ: "rz1"}) for n in nodes]
     objs = [*rz, queue("c1"), queue("c2"), *pgs, *pods]
     ssn = open_session(objs, make_conf("shuffle", [only("tdm", "enabledVictim", **args)]), now=NOON)
-    return len(ssn.victim_tasks([]))
+    return len(ssn.call(P.VICTIM_TASKS, []))
 
 
 def run_pods(ns: str, group: str, node_name: str, names: list[str], preemptable: dict[str, str]) -> list[Any]:
@@ -218,7 +219,7 @@ def test_tdm_evict_period_spans_sessions_on_the_snapshot_clock() -> None:
     for at in (NOON, NOON + 30, NOON + 61):
         snap.now = at
         ssn = Session(snap, conf, dict(PLUGINS)).open()
-        counts.append(len(ssn.victim_tasks([])))
+        counts.append(len(ssn.call(P.VICTIM_TASKS, [])))
         ssn.close()
     assert counts == [3, 0, 3]
 
@@ -246,9 +247,9 @@ def test_tdm_preemptable_rules() -> None:
     objs += [pod("soft", "c2", group="hp", cpu="1")]  # preemptable by default
     ssn = open_session(objs, make_conf("preempt", [only("tdm", "enablePreemptable", **ZONES)]), now=NOON)
     cands = [task(ssn, k) for k in ("c1/a1", "c1/a2", "c1/b1")]
-    assert [t.name for t in ssn.preemptable(task(ssn, "c2/hi"), cands)] == ["a1"]
-    assert ssn.preemptable(task(ssn, "c2/soft"), cands) == []
-    fn = ssn._chain("preemptable")[0][0]
+    assert [t.name for t in ssn.call(P.PREEMPTABLE, task(ssn, "c2/hi"), cands)] == ["a1"]
+    assert ssn.call(P.PREEMPTABLE, task(ssn, "c2/soft"), cands) == []
+    fn = ssn.callbacks(P.PREEMPTABLE)[0]
     assert fn(task(ssn, "c2/soft"), cands)[1] == Vote.REJECT
 
 
@@ -264,5 +265,5 @@ def test_tdm_job_order_pipelined_and_starving() -> None:
     ssn = open_session(objs, conf, now=NOON)
     el, hard = ssn.jobs["default/el"], ssn.jobs["default/hard"]
     assert ssn.job_order_key(hard) < ssn.job_order_key(el)  # non-preemptable first
-    assert ssn.job_starving(hard) and not ssn.job_starving(el)
-    assert not ssn.job_pipelined(hard)  # 0 of minMember 1 placed: tdm rejects
+    assert ssn.call(P.JOB_STARVING, hard) and not ssn.call(P.JOB_STARVING, el)
+    assert not ssn.call(P.JOB_PIPELINED, hard)  # 0 of minMember 1 placed: tdm rejects

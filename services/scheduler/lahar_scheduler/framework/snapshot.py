@@ -30,6 +30,7 @@ from lahar.api.objects import (
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
+from lahar_scheduler.framework.reservation import Reservation
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
@@ -118,6 +119,7 @@ class Snapshot:
         # What a plugin keeps from one session to the next (tdm's last eviction time), by plugin
         # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
         self.plugin_memory: dict[str, dict[str, object]] = {}
+        self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()

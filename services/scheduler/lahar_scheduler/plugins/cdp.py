@@ -10,6 +10,7 @@ that long ago.  Time is the session's (``session.now``), never a clock read here
 from __future__ import annotations
 
 from lahar.api.objects import Pod
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.snapshot import parse_time
@@ -48,8 +49,8 @@ class CdpPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.now = ssn.now
-        ssn.add("preemptable", self.victims)
-        ssn.add("reclaimable", self.victims)
+        ssn.add(P.PREEMPTABLE, self.victims)
+        ssn.add(P.RECLAIMABLE, self.victims)
 
     def victims(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         return [t for t in candidates if not cooling(t.pod, self.now)], Vote.PERMIT

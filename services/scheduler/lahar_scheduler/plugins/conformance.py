@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -20,5 +21,5 @@ class ConformancePlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("preemptable", evictable)
-        ssn.add("reclaimable", evictable)
+        ssn.add(P.PREEMPTABLE, evictable)
+        ssn.add(P.RECLAIMABLE, evictable)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from lahar.api.resource import Resource, share
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
@@ -82,8 +83,8 @@ class DrfPlugin(Plugin):
                 r.sub(task.resreq)
                 shares[task.job] = dominant(r)
 
-        ssn.add("preemptable", preemptable)
-        ssn.add("job_order", job_order)
+        ssn.add(P.PREEMPTABLE, preemptable)
+        ssn.add(P.JOB_ORDER, job_order)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         self.allocated, self.dominant = allocated, dominant
 

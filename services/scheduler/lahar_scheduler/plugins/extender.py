@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.ports import TransportError
 from lahar_scheduler.framework.predicate import Failure
@@ -82,19 +83,22 @@ class ExtenderPlugin(Plugin):
             _, err = self._send(cfg.on_session_open_verb, self._session_open_request(), None)
             if err is not None and not cfg.ignorable:
                 return  # Volcano registers nothing then: the extender is left out of the session
-        points: list[tuple[str, str, Any]] = [
-            (cfg.predicate_verb, "predicate", self.predicate),
-            (cfg.prioritize_verb, "node_order", self.node_order),
-            (cfg.preemptable_verb, "preemptable", self.preemptable),
-            (cfg.reclaimable_verb, "reclaimable", self.reclaimable),
-            (cfg.job_enqueueable_verb, "job_enqueueable", self.job_enqueueable),
-            (cfg.job_enqueued_verb, "job_enqueued", self.job_enqueued),
-            (cfg.queue_overused_verb, "overused", self.overused),
-            (cfg.job_ready_verb, "job_ready", self.job_ready),
-        ]
-        for verb, point, fn in points:
-            if verb:
-                ssn.add(point, fn)
+        if cfg.predicate_verb:
+            ssn.add(P.PREDICATE, self.predicate)
+        if cfg.prioritize_verb:
+            ssn.add(P.NODE_ORDER, self.node_order)
+        if cfg.preemptable_verb:
+            ssn.add(P.PREEMPTABLE, self.preemptable)
+        if cfg.reclaimable_verb:
+            ssn.add(P.RECLAIMABLE, self.reclaimable)
+        if cfg.job_enqueueable_verb:
+            ssn.add(P.JOB_ENQUEUEABLE, self.job_enqueueable)
+        if cfg.job_enqueued_verb:
+            ssn.add(P.JOB_ENQUEUED, self.job_enqueued)
+        if cfg.queue_overused_verb:
+            ssn.add(P.OVERUSED, self.overused)
+        if cfg.job_ready_verb:
+            ssn.add(P.JOB_READY, self.job_ready)
         allocate = self._event(cfg.allocate_func_verb) if cfg.allocate_func_verb else None
         deallocate = self._event(cfg.deallocate_func_verb) if cfg.deallocate_func_verb else None
         ssn.add_event_handler(EventHandler(allocate, deallocate))

@@ -23,6 +23,7 @@ import numpy as np
 
 from lahar.api.quantity import Quantity
 from lahar.api.resource import MIN_RESOURCE, Resource
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import EventHandler, Session
@@ -153,8 +154,8 @@ class NodeGroupPlugin(Plugin):
             for status in ALLOCATED_STATUSES:
                 for t in job.tasks_in(status):
                     self._count(t, +1)
-        ssn.add("predicate", self.predicate)
-        ssn.add("node_order", self.node_order)
+        ssn.add(P.PREDICATE, self.predicate)
+        ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(lambda t: self._count(t, +1), lambda t: self._count(t, -1)))
 
     def _inherit(self) -> None:

@@ -11,6 +11,7 @@ never offered as a victim (it cannot match a budget, and Volcano's filter skips 
 from __future__ import annotations
 
 from lahar.api.objects import PodDisruptionBudget
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -54,9 +55,9 @@ class PdbPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.pdbs = list(ssn.snapshot.pdbs.values())
-        ssn.add("victim_tasks", self.victim_tasks)
-        ssn.add("preemptable", self.victims)
-        ssn.add("reclaimable", self.victims)
+        ssn.add(P.VICTIM_TASKS, self.victim_tasks)
+        ssn.add(P.PREEMPTABLE, self.victims)
+        ssn.add(P.RECLAIMABLE, self.victims)
 
     def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         return within_budgets(self.pdbs, tasks)

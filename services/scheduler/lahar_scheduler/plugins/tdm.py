@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import Session
@@ -164,13 +165,13 @@ class TdmPlugin(Plugin):
         self.zone_of = np.array(zones, dtype=object)
         self.revocable = np.array([z != "" for z in zones], dtype=bool)
         self.open_zone = np.array([z != "" and self._why_closed(z) is None for z in zones], dtype=bool)
-        ssn.add("predicate", self.predicate)
-        ssn.add("node_order", self.node_order)
-        ssn.add("preemptable", self.preemptable)
-        ssn.add("victim_tasks", self.victim_tasks)
-        ssn.add("job_order", self.job_order)
-        ssn.add("job_pipelined", self.job_pipelined)
-        ssn.add("job_starving", self.job_starving)
+        ssn.add(P.PREDICATE, self.predicate)
+        ssn.add(P.NODE_ORDER, self.node_order)
+        ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.VICTIM_TASKS, self.victim_tasks)
+        ssn.add(P.JOB_ORDER, self.job_order)
+        ssn.add(P.JOB_PIPELINED, self.job_pipelined)
+        ssn.add(P.JOB_STARVING, self.job_starving)
 
     def _why_closed(self, zone: str) -> str | None:
         if zone not in self.closed:
