@@ -24,6 +24,7 @@ from lahar_scheduler.plugins.reservation import ReservationPlugin
 from lahar_scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from lahar_scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from lahar_scheduler.plugins.sla import SlaPlugin
+from lahar_scheduler.plugins.task_topology import TaskTopologyPlugin
 from lahar_scheduler.plugins.tdm import TdmPlugin
 from lahar_scheduler.registry import Registry
 
@@ -48,6 +49,7 @@ for _plugin in (
     TdmPlugin,
     NodeGroupPlugin,
     ExtenderPlugin,
+    TaskTopologyPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -58,7 +60,6 @@ UNSUPPORTED_PLUGINS: dict[str, str] = {
     "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
-    "task-topology": "affinity and anti-affinity between the tasks of a job",
     "usage": "filters and scores nodes by their measured usage",
 }
 
