@@ -231,13 +231,13 @@ def test_every_volcano_plugin_is_either_registered_or_not_supported_yet() -> Non
 def test_a_volcano_plugin_lahar_lacks_is_not_supported_yet_not_unknown() -> None:
     errors = errors_of(
         "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: numa-aware\n"
-        "- plugins:\n  - name: task-topology\n    arguments: {task-topology.weight: 10}\n  - name: nosuch\n"
+        "- plugins:\n  - name: rescheduling\n  - name: nosuch\n"
     )
     assert errors == [
         "tiers[0].plugins[1].name: plugin 'numa-aware' is not supported yet "
         "(NUMA topology aware placement (cpu manager policies))",
-        "tiers[1].plugins[0].name: plugin 'task-topology' is not supported yet "
-        "(affinity and anti-affinity between the tasks of a job)",
+        "tiers[1].plugins[0].name: plugin 'rescheduling' is not supported yet "
+        "(evicts pods from busy nodes to rebalance (low node utilisation))",
         errors[2],
     ]
     # A name Volcano does not have either stays an unknown plugin, naming the field.
