@@ -179,3 +179,60 @@ def test_pdb_budgets_reach_the_snapshot_from_deltas() -> None:
     gone = Delta(kind="poddisruptionbudgets", op="DELETED", key="default/web", rv="2", obj=msgspec.Raw(raw))
     apply_delta(snap, gone, decode(gone))
     assert "default/web" not in snap.pdbs
+
+
+# -- in the preempt action ---------------------------------------------------------------------------
+
+
+def preempt_objs(extra: list[Any]) -> list[Any]:
+    """test_preempt's "only as many as needed" cluster: 3 low-priority preemptable pods on a 6-cpu
+    node, a 5-cpu high-priority preemptor that needs two of them gone."""
+    from evict_builders import node as enode
+    from evict_builders import pod as epod
+    from evict_builders import podgroup as epg
+    from evict_builders import priority_class, res
+    from evict_builders import queue as equeue
+
+    labels = {"volcano.sh/preemptable": "true", "app": "low"}
+    return [
+        priority_class("high-priority", 100000),
+        priority_class("low-priority", 10),
+        equeue("q1"),
+        enode("n1", "6", "6G"),
+        epg("pg1", "q1", 0, priority_class="low-priority"),
+        epg("pg2", "q1", 1, priority_class="high-priority"),
+        *[epod(f"preemptee{i}", "pg1", res("1", "1G"), "n1", labels=labels) for i in (1, 2, 3)],
+        epod("preemptor1", "pg2", res("5", "5G")),
+        *extra,
+    ]
+
+
+def preempt_with(plugin_name: str, extra: list[Any]) -> list[str]:
+    from evict_builders import conf, evicted, plugin, run
+
+    tier = [
+        plugin("conformance", "enablePreemptable"),
+        plugin("gang", "enablePreemptable", "enableJobPipelined", "enableJobStarving"),
+        plugin(
+            "priority",
+            "enableTaskOrder",
+            "enableJobOrder",
+            "enablePreemptable",
+            "enableJobPipelined",
+            "enableJobStarving",
+        ),
+        plugin(plugin_name, "enablePreemptable", "enableReclaimable"),
+    ]
+    return evicted(run(preempt_objs(extra), conf("preempt", tier)))
+
+
+def c1_pdb(allowed: int) -> Any:
+    obj = pdb("low", {"matchLabels": {"app": "low"}}, allowed)
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="c1"))
+
+
+def test_pdb_bounds_what_preempt_evicts() -> None:
+    """Two victims are needed: a budget allowing 2 lets preempt take them; one allowing 1 lets it
+    take one (not enough, so nothing is evicted: preempt keeps only statements that fit)."""
+    assert len(preempt_with("pdb", [c1_pdb(2)])) == 2
+    assert preempt_with("pdb", [c1_pdb(1)]) == []
