@@ -185,15 +185,15 @@ def test_plugins_volcano_has_and_lahar_lacks_are_left_out_with_a_warning(simulat
     conf = simulate.tmp_path / "conf.yaml"
     conf.write_text(
         "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: numa-aware\n"
-        "- plugins:\n  - name: predicates\n  - name: tdm\n"
+        "- plugins:\n  - name: predicates\n  - name: usage\n"
     )
     code, out, warnings = simulate([NODE, queue("default"), podgroup("pg"), pod("p", "pg")], "--conf", str(conf))
     assert code == 0 and out["binds"] == {"ml/p": "n1"}
     assert warnings == [
         f"{conf}: tiers[0].plugins[1].name: plugin 'numa-aware' is not supported yet "
         "(NUMA topology aware placement (cpu manager policies)); left out of this run",
-        f"{conf}: tiers[1].plugins[1].name: plugin 'tdm' is not supported yet "
-        "(time-division multiplexing of revocable nodes); left out of this run",
+        f"{conf}: tiers[1].plugins[1].name: plugin 'usage' is not supported yet "
+        "(filters and scores nodes by their measured usage); left out of this run",
     ]
 
 
@@ -206,3 +206,18 @@ def test_a_truly_unknown_plugin_is_still_an_error_naming_the_field(simulate: Run
         f"lahar simulate: {conf}: invalid scheduler configuration:\n"
         "  tiers[0].plugins[0].name: unknown plugin 'numa-awarre' (known: " in simulate.stderr
     )
+
+
+def test_pod_disruption_budgets_are_read_only_with_the_pdb_plugin(simulate: Run) -> None:
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    _, _, warnings = simulate([NODE, queue("default"), pdb])
+    assert warnings == ["ignored 1 PodDisruptionBudget: the configuration does not enable the pdb plugin: ml/web"]
+    conf = simulate.tmp_path / "pdb.yaml"
+    conf.write_text("actions: allocate, preempt\ntiers:\n- plugins:\n  - name: priority\n  - name: pdb\n")
+    _, _, warnings = simulate([NODE, queue("default"), pdb], "--conf", str(conf))
+    assert warnings == []
