@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from builders import make_conf, node, pod, podgroup, queue, snapshot
 from lahar.adapters.extender import MAX_BODY, HttpExtenderTransport
@@ -203,3 +204,66 @@ def test_preemptable_victims_come_from_the_extender(extender: Extender, transpor
     evictees = [ssn.snapshot.tasks["default/low-0"], ssn.snapshot.tasks["default/low-1"]]
     got = ssn.call(P.PREEMPTABLE, ssn.snapshot.tasks["default/high-0"], evictees)
     assert [t.name for t in got] == ["low-0"]
+
+
+# -- through the scheduler service ---------------------------------------------------------------
+
+
+def _service_conf(url: str, ignorable: bool = False) -> str:
+    args = {"extender.urlPrefix": url, "extender.predicateVerb": "predicate", "extender.ignorable": ignorable}
+    return json.dumps(
+        {"actions": "enqueue, allocate", "tiers": [{"plugins": [{"name": "gang"}, {"name": "predicates"}]},
+                                                  {"plugins": [{"name": "extender", "arguments": args}]}]}
+    )  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_the_scheduler_service_consults_the_extender(
+    make_sim: Any, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    """The service shell gives the session its HTTP transport: the extender admits one node only,
+    and the pod is bound there; with the extender down (not ignorable) the next pod waits, its
+    PodGroup's condition naming the extender's URL."""
+    from integration.services import kube_for, poll, stack
+    from integration.test_distributed import ensure_queue, node_of, pod, podgroup
+
+    sim = make_sim(nodes=["3:cpu=8"])
+    names = sorted(n.metadata.name for n in client.CoreV1Api(sim.api_client()).list_node().items)
+    chosen = names[-1]
+
+    def only_chosen(verb: str, req: dict[str, Any]) -> tuple[int, bytes]:
+        if verb == "predicate":
+            return ok({"status": "" if req["node"]["Name"] == chosen else "not this one", "code": 2})
+        return ok({})
+
+    ext = Extender(only_chosen)
+    conf = tmp_path / "conf.json"
+    conf.write_text(_service_conf(ext.url))
+    kube = kube_for(sim.url)
+    try:
+        async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+            await ensure_queue(kube, "default")
+            await s.cache()
+            await s.scheduler(str(conf), period=0.2)
+            await s.binder()
+            await kube.create("pods", "default", pod("default", "e-0", "ext"))
+            await kube.create("podgroups", "default", podgroup("default", "ext", 1))
+            assert await poll(lambda: node_of(kube, "default", "e-0"), timeout=10.0) == chosen
+            assert "predicate" in ext.calls
+            ext.close()
+            await kube.create("pods", "default", pod("default", "d-0", "down"))
+            await kube.create("podgroups", "default", podgroup("default", "down", 1))
+
+            async def condition() -> str:
+                pg = json.loads(await kube.get("podgroups", "default", "down"))
+                for c in pg.get("status", {}).get("conditions", []):
+                    if c["type"] == "Unschedulable" and c["status"] == "True":
+                        return str(c["message"])
+                return ""
+
+            message = await poll(condition, timeout=10.0)
+            assert f"extender at URL {ext.url}/predicate unreachable" in message
+            assert not await node_of(kube, "default", "d-0")
+    finally:
+        ext.close()
+        await kube.close()
