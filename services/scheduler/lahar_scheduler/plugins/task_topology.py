@@ -308,15 +308,21 @@ class TaskTopologyPlugin(Plugin):
             return np.zeros(len(idx))
         table = self.ssn.nodes
         room = table.idle[idx] + table.releasing[idx]  # what the node could give the bucket
+        # Only the few nodes holding the bucket's or the job's placed tasks differ: scatter them.
+        pos = np.full(len(table), -1, dtype=np.intp)
+        pos[idx] = np.arange(len(idx))
         score = np.zeros(len(idx))
-        names = [table.infos[int(i)].name for i in idx]
-        for pos, node in enumerate(names):
-            score[pos] = bucket.nodes.get(node, 0)
-            placed = manager.node_names.get(node)
-            if placed:
-                anti = manager.attraction(task_name(task), placed, True)
+        for node, count in bucket.nodes.items():
+            info = table.by_name.get(node)
+            if info is not None and pos[info.index] >= 0:
+                score[pos[info.index]] += count
+        name = task_name(task)
+        for node, placed in manager.node_names.items():
+            info = table.by_name.get(node)
+            if info is not None and pos[info.index] >= 0:
+                anti = manager.attraction(name, placed, True)
                 if anti < 0:
-                    score[pos] += anti
+                    score[pos[info.index]] += anti
         score += len(bucket.tasks)
         score -= self._overflow(task, bucket, room)
         # A node that cannot hold the task itself scores 0 (Volcano's LessPartly check).
