@@ -258,7 +258,8 @@ class ExtenderPlugin(Plugin):
 
     def _event(self, verb: str) -> Callable[[TaskInfo], None]:
         def handler(task: TaskInfo) -> None:
-            # Volcano records a failure on the event; nothing reads it back, so it only logs there.
+            # Volcano rolls the allocation back when this fails; Lahar's event handlers cannot
+            # refuse (the Statement has no failing allocate), so a failure is not acted on.
             if self.interested(task):
                 self._send(verb, {"task": wire.task(task)}, wire.EventHandlerResponse)
 
