@@ -75,6 +75,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "priorityclasses",
             "namespaces",
             "resourcequotas",
+            "poddisruptionbudgets",
             "commands",
             "cronjobs",
             "persistentvolumeclaims",

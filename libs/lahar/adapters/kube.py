@@ -62,6 +62,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("namespaces", "v1", False),
         Resource("serviceaccounts", "v1", True),
         Resource("resourcequotas", "v1", True),
+        Resource("poddisruptionbudgets", "policy/v1", True),
         Resource("events", "v1", True),
         Resource("services", "v1", True),
         Resource("configmaps", "v1", True),

@@ -254,6 +254,32 @@ class ResourceQuota(_Base):
     status: ResourceQuotaStatus = msgspec.field(default_factory=ResourceQuotaStatus)
 
 
+# --- policy/v1 -----------------------------------------------------------------------------
+
+
+class PodDisruptionBudgetSpec(_Base):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Base):
+    disruptions_allowed: int = 0
+    # Pods the API server has admitted an eviction for, by name → the time it did.
+    disrupted_pods: dict[str, str] = {}
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+class PodDisruptionBudget(_Base):
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
 # --- scheduling.k8s.io/v1 ------------------------------------------------------------------
 
 
@@ -448,7 +474,9 @@ class Numatopology(_Base):
     spec: NumatopoSpec = msgspec.field(default_factory=NumatopoSpec)
 
 
-KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job | Numatopology
+KubeObject = (
+    Pod | Node | Namespace | ResourceQuota | PodDisruptionBudget | PriorityClass | PodGroup | Queue | Job | Numatopology
+)
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
 # v1beta1/v1 variants that share the fields we read still decode.
@@ -457,6 +485,7 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("", "Node"): Node,
     ("", "Namespace"): Namespace,
     ("", "ResourceQuota"): ResourceQuota,
+    ("policy", "PodDisruptionBudget"): PodDisruptionBudget,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClass,
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,

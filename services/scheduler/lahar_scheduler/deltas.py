@@ -6,7 +6,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
-from lahar.api.objects import Namespace, Node, Numatopology, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
+from lahar.api.objects import (
+    Namespace,
+    Node,
+    Numatopology,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+)
 from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -21,6 +31,7 @@ _TYPES: dict[str, type[Any]] = {
     "namespaces": Namespace,
     "resourcequotas": ResourceQuota,
     "numatopologies": Numatopology,
+    "poddisruptionbudgets": PodDisruptionBudget,
 }
 
 
@@ -101,6 +112,12 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
         else:
             snapshot.upsert_numatopology(obj)
         change.relevant = True  # the exporter reports cpus as pods come and go
+    elif kind == "poddisruptionbudgets":
+        if delta.op == "DELETED":
+            snapshot.delete_pdb(namespace, name)
+        else:
+            snapshot.upsert_pdb(obj)
+        # disruptionsAllowed bounds victims only: no session needs to start for it.
     return change
 
 

@@ -27,7 +27,17 @@ from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas", "numatopologies")
+KINDS = (
+    "nodes",
+    "pods",
+    "podgroups",
+    "queues",
+    "priorityclasses",
+    "namespaces",
+    "resourcequotas",
+    "numatopologies",
+    "poddisruptionbudgets",
+)
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -78,6 +88,7 @@ class LiveView:
             now=now,
             resource_quotas=decoded["resourcequotas"],
             numatopologies=decoded["numatopologies"],
+            pdbs=decoded["poddisruptionbudgets"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))

@@ -20,6 +20,7 @@ from lahar.api.objects import (
     Node,
     Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -69,6 +70,7 @@ class Cluster:
         self.namespaces: dict[str, Namespace] = {}
         self.quotas: dict[str, ResourceQuota] = {}
         self.numatopologies: dict[str, Numatopology] = {}
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
         for obj in objects:
             self.add(obj)
 
@@ -91,6 +93,8 @@ class Cluster:
             self.quotas[key] = obj
         elif isinstance(obj, Numatopology):
             self.numatopologies[meta.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            self.pdbs[key] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -103,6 +107,7 @@ class Cluster:
             now=now,
             resource_quotas=self.quotas.values(),
             numatopologies=self.numatopologies.values(),
+            pdbs=self.pdbs.values(),
         )
 
     def apply(self, result: SessionResult) -> None:

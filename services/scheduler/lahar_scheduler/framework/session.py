@@ -36,6 +36,7 @@ from lahar_scheduler.framework.points import (
     consulted,
     flat,
 )
+from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
@@ -128,8 +129,11 @@ class Session:
         seed: int = 0,
         uid: str = "session",
         clock: Callable[[], float] | None = None,
+        transport: ExtenderTransport | None = None,
     ) -> None:
         self.snapshot = snapshot
+        # How the extender plugin reaches its HTTP extender (the shell's adapter; see ports).
+        self.transport: ExtenderTransport = transport if transport is not None else NoTransport()
         self.stopwatch = Stopwatch(clock)  # timings only; nothing decided depends on it
         self.conf = conf
         self.uid = uid

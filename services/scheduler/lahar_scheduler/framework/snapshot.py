@@ -21,6 +21,7 @@ from lahar.api.objects import (
     Node,
     Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -116,12 +117,16 @@ class Snapshot:
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
         numatopologies: Iterable[Numatopology] = (),
+        pdbs: Iterable[PodDisruptionBudget] = (),
     ) -> None:
         self.now = now
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
         # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
         self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
         self.numa_unassigned: dict[str, dict[str, frozenset[int]]] = {}
+        # What a plugin keeps from one session to the next (tdm's last eviction time), by plugin
+        # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
+        self.plugin_memory: dict[str, dict[str, object]] = {}
         self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
@@ -152,6 +157,11 @@ class Snapshot:
         self.quotas: dict[str, dict[str, ResourceQuotaStatus]] = {}
         for rq in resource_quotas:
             self.upsert_quota(rq)
+        # PodDisruptionBudgets by namespace/name, in the order they arrived (the pdb plugin
+        # spends each one's disruptionsAllowed across the victims it is shown).
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        for pdb in pdbs:
+            self.upsert_pdb(pdb)
         self.jobs: dict[str, JobInfo] = {}
         for pg in podgroups:
             self.upsert_podgroup(pg)
@@ -178,6 +188,13 @@ class Snapshot:
 
     def delete_numatopology(self, name: str) -> None:
         self.numatopologies.pop(name, None)
+
+    # -- pod disruption budgets --------------------------------------------------------------
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self.pdbs[f"{pdb.metadata.namespace}/{pdb.metadata.name}"] = pdb
+
+    def delete_pdb(self, namespace: str, name: str) -> None:
+        self.pdbs.pop(f"{namespace}/{name}", None)
 
     # -- nodes -----------------------------------------------------------------------------
     @property
