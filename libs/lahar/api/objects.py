@@ -270,13 +270,33 @@ class PriorityClass(_Base):
 # --- scheduling.volcano.sh/v1beta1 ---------------------------------------------------------
 
 
+class NetworkTopologySpec(_Base):
+    """A job's network-topology constraint: ``hard`` keeps every task inside one HyperNode of
+    tier ≤ ``highestTierAllowed`` (or the tier named ``highestTierName``); ``soft`` prefers it."""
+
+    mode: str = ""
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicySpec(_Base):
+    """A PodGroup sub-group policy (kept whole; the scheduler reads its networkTopology only)."""
+
+    name: str = ""
+    sub_group_size: int | None = None
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    network_topology: NetworkTopologySpec | None = None
+
+
 class PodGroupSpec(_Base):
     min_member: int = 0
     min_task_member: dict[str, int] = {}
     queue: str = ""
     priority_class_name: str = ""
     min_resources: ResourceList | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] = []
 
 
 class PodGroupStatus(_Base):
@@ -375,7 +395,7 @@ class JobSpec(_Base):
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str = ""
     min_success: int | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
 
 
 class JobState(_Base):
@@ -409,7 +429,52 @@ class Job(_Base):
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
-KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job
+# --- topology.volcano.sh/v1alpha1 -----------------------------------------------------------
+
+
+class ExactMatch(_Base):
+    name: str = ""
+
+
+class RegexMatch(_Base):
+    pattern: str = ""
+
+
+class MemberSelector(_Base):
+    """Exactly one of the three in a valid object (admission enforces it)."""
+
+    exact_match: ExactMatch | None = None
+    regex_match: RegexMatch | None = None
+    label_match: LabelSelector | None = None
+
+
+class MemberSpec(_Base):
+    type: str = ""  # "Node" or "HyperNode"
+    selector: MemberSelector = msgspec.field(default_factory=MemberSelector)
+
+
+class HyperNodeSpec(_Base):
+    tier: int = 0
+    tier_name: str = ""
+    members: list[MemberSpec] = []
+
+
+class HyperNodeStatus(_Base):
+    conditions: list[Condition] = []
+    node_count: int | None = None
+
+
+class HyperNode(_Base):
+    """A network-topology domain: real nodes (tier 1, usually) or other HyperNodes (above)."""
+
+    api_version: str = "topology.volcano.sh/v1alpha1"
+    kind: str = "HyperNode"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: HyperNodeSpec = msgspec.field(default_factory=HyperNodeSpec)
+    status: HyperNodeStatus = msgspec.field(default_factory=HyperNodeStatus)
+
+
+KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job | HyperNode
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
 # v1beta1/v1 variants that share the fields we read still decode.
@@ -422,6 +487,7 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,
     ("batch.volcano.sh", "Job"): Job,
+    ("topology.volcano.sh", "HyperNode"): HyperNode,
 }
 
 

@@ -15,6 +15,7 @@ import msgspec
 
 from lahar.api.objects import (
     Condition,
+    HyperNode,
     KubeObject,
     Namespace,
     Node,
@@ -62,6 +63,7 @@ class Cluster:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.quotas: dict[str, ResourceQuota] = {}
+        self.hypernodes: dict[str, HyperNode] = {}
         for obj in objects:
             self.add(obj)
 
@@ -82,6 +84,8 @@ class Cluster:
             self.namespaces[meta.name] = obj
         elif isinstance(obj, ResourceQuota):
             self.quotas[key] = obj
+        elif isinstance(obj, HyperNode):
+            self.hypernodes[meta.name] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -93,6 +97,7 @@ class Cluster:
             self.namespaces.values(),
             now=now,
             resource_quotas=self.quotas.values(),
+            hypernodes=self.hypernodes.values(),
         )
 
     def apply(self, result: SessionResult) -> None:

@@ -73,6 +73,10 @@ POINTS: dict[str, Point] = {
         Point("victim_tasks", "enabledVictim", Combine.UNION_FIRST_TIER),
         Point("target_job", "enableTargetJob", Combine.FIRST_RESULT),
         Point("reserved_nodes", "enableReservedNodes", Combine.NOTIFY),
+        # Network topology: the HyperNodes a job may be placed in, lowest tier first, and how
+        # good each candidate HyperNode is for it.
+        Point("hypernode_gradient", "enabledHyperNodeGradient", Combine.FIRST_RESULT),
+        Point("hypernode_order", "enabledHyperNodeOrder", Combine.SUM),
         # Topology-aware preemption dry-runs victims on node copies through these hooks; they
         # read and write the preemptor's CycleState.  In Volcano plugins fill it in PrePredicate;
         # here "cycle_state" callbacks (same flag) fill it when it is asked for, right after

@@ -16,8 +16,19 @@ import msgspec
 import numpy as np
 
 from lahar.api.codec import enc_hook
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota, ResourceQuotaStatus
+from lahar.api.objects import (
+    HyperNode,
+    Namespace,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+    ResourceQuotaStatus,
+)
 from lahar.api.resource import Resource
+from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
@@ -102,6 +113,7 @@ class Snapshot:
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
+        hypernodes: Iterable[HyperNode] = (),
     ) -> None:
         self.now = now
         self.scheduler_names = frozenset(scheduler_names)
@@ -119,6 +131,8 @@ class Snapshot:
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
         self._table = NodeTable(self.space, list(self.node_objects.values()))
         self._nodes_dirty = False
+        self.hypernode_objects: dict[str, HyperNode] = {h.metadata.name: h for h in hypernodes}
+        self._tree: HyperNodeTree | None = None
         self._shapes: dict[bytes, _Shape] = {}  # what tasks of one pod shape share: see upsert_pod
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
@@ -153,6 +167,22 @@ class Snapshot:
             if not held:
                 del self.quotas[namespace]
 
+    # -- hypernodes --------------------------------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The HyperNode tree, rebuilt first if HyperNodes or the node set changed."""
+        if self._tree is None:
+            self._tree = HyperNodeTree(self.hypernode_objects.values(), self.node_objects)
+        return self._tree
+
+    def upsert_hypernode(self, hn: HyperNode) -> None:
+        self.hypernode_objects[hn.metadata.name] = hn
+        self._tree = None
+
+    def delete_hypernode(self, name: str) -> None:
+        if self.hypernode_objects.pop(name, None) is not None:
+            self._tree = None
+
     # -- nodes -----------------------------------------------------------------------------
     @property
     def nodes(self) -> NodeTable:
@@ -173,12 +203,14 @@ class Snapshot:
             self._table.by_name[name].node = node
             return False
         self._nodes_dirty = True
+        self._tree = None  # label and regex members depend on the node set and labels
         return True
 
     def delete_node(self, name: str) -> bool:
         if self.node_objects.pop(name, None) is None:
             return False
         self._nodes_dirty = True
+        self._tree = None
         return True
 
     def _rebuild_nodes(self) -> None:

@@ -11,6 +11,7 @@ from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
+from lahar_scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
 from lahar_scheduler.plugins.overcommit import OvercommitPlugin
 from lahar_scheduler.plugins.predicates import PredicatesPlugin
@@ -36,6 +37,7 @@ for _plugin in (
     ResourceStrategyFitPlugin,
     CapacityPlugin,
     ResourceQuotaPlugin,
+    NetworkTopologyAwarePlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -45,7 +47,6 @@ UNSUPPORTED_PLUGINS: dict[str, str] = {
     "cdp": "cooldown protection: elastic pods are not preempted again until a cooldown time after they start",
     "deviceshare": "GPU and NPU sharing and exclusive devices",
     "extender": "calls an external HTTP scheduler extender",
-    "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "nodegroup": "queue affinity to node groups",
     "numa-aware": "NUMA topology aware placement (cpu manager policies)",
     "pdb": "PodDisruptionBudgets limit which pods may be evicted",
