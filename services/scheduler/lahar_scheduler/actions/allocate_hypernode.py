@@ -46,6 +46,7 @@ class Tried:
     """Per HyperNode tried, how many tasks it took (for the refusal's explanation)."""
 
     placed: dict[str, tuple[int, int]] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)  # what stopped the dry run there
 
 
 def allocate_in_hypernodes(
@@ -134,16 +135,24 @@ def _try(
     mask = np.zeros(len(ssn.node_list), dtype=bool)
     mask[rows] = True
     topo.placing = topo.allocated
+    count = [0]
 
     def placed(task: TaskInfo, node: str) -> None:
+        count[0] += 1
         leaf = tree.leaf_of(node)
         if leaf:
             topo.placing = tree.lca(topo.placing, leaf)
 
     total = len(tasks)
+    decision = ssn.decision(job)
+    # A dry run's reasons are per HyperNode: kept for the refusal, not as the job's own.
+    kept, decision.why = decision.why, None
     stmt = action.allocate_job(ssn, job, queue, tasks, Within(rows, mask, placed))
+    if decision.why is not None:
+        tried.first[hypernode] = decision.why.summary
+    decision.why = kept
     if stmt is None:
-        tried.placed[hypernode] = (0, total)
+        tried.placed[hypernode] = (count[0], total)
         return None
     ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
     tried.placed[hypernode] = (len(ops), total)
@@ -170,7 +179,8 @@ def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
     details = []
     for name, (got, total) in sorted(tried.placed.items(), key=lambda kv: (tree.tier(kv[0]), kv[0])):
         label = "the whole cluster" if name == CLUSTER_TOP else f"hypernode {name}"
-        details.append(f"tier {tree.tier(name)} {label}: {got} of {total} pending tasks fit, {need} needed")
+        first = f" ({tried.first[name]})" if name in tried.first else ""
+        details.append(f"tier {tree.tier(name)} {label}: {got} of {total} pending tasks fit, {need} needed{first}")
     if not tried.placed:
         where = f" (already running in {topo.allocated})" if topo.allocated else ""
         summary = f"no hypernode of {limit} is eligible for the job{where}"

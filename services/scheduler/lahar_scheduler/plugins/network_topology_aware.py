@@ -113,6 +113,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             for t, col in member.items()
         }
         self.min_tier, self.max_tier = tree.tiers[0], tree.tiers[-1]
+        self.placed: dict[int, list[int]] = {}
         ssn.add("hypernode_gradient", self.hypernode_gradient)
         ssn.add("hypernode_order", self.hypernode_order)
         ssn.add("node_order", self.node_order)
@@ -126,11 +127,15 @@ class NetworkTopologyAwarePlugin(Plugin):
         return [int(col[node.index]) for col in self.node_hn.values() if col[node.index] >= 0]
 
     def _on_allocate(self, task: TaskInfo) -> None:
-        for h in self._containing(task.node_name):
+        hns = self._containing(task.node_name)
+        self.placed[id(task)] = hns
+        for h in hns:
             self.used[h] += task.res_vec
 
     def _on_deallocate(self, task: TaskInfo) -> None:
-        for h in self._containing(task.node_name):
+        # A discarded allocation has already lost its node name: use where it was added.
+        hns = self.placed.pop(id(task), None)
+        for h in hns if hns is not None else self._containing(task.node_name):
             self.used[h] -= task.res_vec
 
     def _plan(self, request: dict[str, float]) -> tuple[IntArray, FloatArray, FloatArray]:
