@@ -75,12 +75,27 @@ def job(
     roles = iter(["master", *["worker"] * 16])
     for pname, where in (running or {}).items():
         objs.append(
-            pod(pname, "c1", group=name, cpu=cpu, memory=memory, node_name=where, phase="Running",
-                annotations={"volcano.sh/task-spec": next(roles)})
+            pod(
+                pname,
+                "c1",
+                group=name,
+                cpu=cpu,
+                memory=memory,
+                node_name=where,
+                phase="Running",
+                annotations={"volcano.sh/task-spec": next(roles)},
+            )
         )
     for i in range(pending):
         objs.append(
-            pod(f"{name}-p{i}", "c1", group=name, cpu=cpu, memory=memory, annotations={"volcano.sh/task-spec": next(roles)})
+            pod(
+                f"{name}-p{i}",
+                "c1",
+                group=name,
+                cpu=cpu,
+                memory=memory,
+                annotations={"volcano.sh/task-spec": next(roles)},
+            )
         )
     return objs
 
@@ -95,7 +110,11 @@ def leaves(placed: dict[str, str]) -> Counter[str]:
 
 def test_tree_resolves_exact_regex_label_and_nested_members() -> None:
     objs = [
-        node("a-1"), node("a-2"), node("b-1", labels={"rack": "b"}), node("b-2", labels={"rack": "b"}), node("c-1"),
+        node("a-1"),
+        node("a-2"),
+        node("b-1", labels={"rack": "b"}),
+        node("b-2", labels={"rack": "b"}),
+        node("c-1"),
         hypernode("ha", 1, regex="^a-"),
         hypernode("hb", 1, labels={"rack": "b"}),
         hypernode("hc", 1, nodes=["c-1", "missing"]),
@@ -127,9 +146,15 @@ def test_tree_follows_node_label_changes() -> None:
 def test_args_parse_volcano_keys_and_name_bad_fields() -> None:
     errors: list[str] = []
     args = parse_args(
-        {"weight": 10, "hypernode.binpack.cpu": -1, "hypernode.binpack.resources": "nvidia.com/gpu",
-         "hypernode.binpack.resources.nvidia.com/gpu": 2, "hypernode.binpack.normal-pod.fading": 0.5},
-        "tiers[0].plugins[2].arguments", errors,
+        {
+            "weight": 10,
+            "hypernode.binpack.cpu": -1,
+            "hypernode.binpack.resources": "nvidia.com/gpu",
+            "hypernode.binpack.resources.nvidia.com/gpu": 2,
+            "hypernode.binpack.normal-pod.fading": 0.5,
+        },
+        "tiers[0].plugins[2].arguments",
+        errors,
     )
     assert not errors
     assert (args.weight, args.cpu, args.resources, args.normal_pod_fading) == (10, 1, {"nvidia.com/gpu": 2}, 0.5)
@@ -155,8 +180,10 @@ def test_allocates_to_the_node_with_affinity(mode: str, tier: int) -> None:
     # cases "soft|hard network topology constrain, two available hyperNodes, can allocate job to
     # nodes with affinity"
     objs: list[Any] = [
-        node("s0-n1", cpu="2", memory="4Gi"), node("s1-n2", cpu="2", memory="4Gi", labels={"nodeRole": "master"}),
-        hypernode("s0", 1, nodes=["s0-n1"]), hypernode("s1", 1, nodes=["s1-n2"]),
+        node("s0-n1", cpu="2", memory="4Gi"),
+        node("s1-n2", cpu="2", memory="4Gi", labels={"nodeRole": "master"}),
+        hypernode("s0", 1, nodes=["s0-n1"]),
+        hypernode("s1", 1, nodes=["s1-n2"]),
         queue("q1"),
         podgroup("pg1", "c1", queue="q1", min_member=1, network_topology={"mode": mode, "highestTierAllowed": tier}),
         pod("p1", "c1", group="pg1", cpu="2", memory="4G", node_selector={"nodeRole": "master"}),
@@ -229,7 +256,10 @@ def test_hard_minavailable_below_replicas_places_the_rest_in_the_same_leaf() -> 
     ],
 )
 def test_hard_rescheduled(tree: str, tier: int, running: dict[str, str], allocated: str, expected: int) -> None:
-    objs = [*(two_tier() if tree == "two" else three_tier()), *job(2, "hard", tier, running=running, pending=1, allocated=allocated)]
+    objs = [
+        *(two_tier() if tree == "two" else three_tier()),
+        *job(2, "hard", tier, running=running, pending=1, allocated=allocated),
+    ]
     placed = binds(run(objs, CONF))
     assert len(placed) == expected
     if tree == "three" and expected:
@@ -248,7 +278,8 @@ def test_hard_rescheduled_when_lca_is_the_cluster_top() -> None:
     # LCAHyperNode is empty": only tier-1 HyperNodes, so the cluster top is tier 2.
     objs: list[Any] = [
         *(node(n, cpu="2", memory="4Gi") for n in ("s0-n1", "s0-n2", "s1-n3", "s1-n4")),
-        hypernode("s0", 1, nodes=["s0-n1", "s0-n2"]), hypernode("s1", 1, nodes=["s1-n3", "s1-n4"]),
+        hypernode("s0", 1, nodes=["s0-n1", "s0-n2"]),
+        hypernode("s1", 1, nodes=["s1-n3", "s1-n4"]),
         *job(2, "hard", 2, running={"r1": "s0-n1", "r2": "s0-n2"}, pending=1, allocated="s0"),
     ]
     placed = binds(run(objs, CONF))
@@ -276,9 +307,12 @@ def test_node_level_binpack_picks_the_fuller_hypernode() -> None:
     # TestNodeLevelScoreWithNetWorkTopologies case "hard network topology constrain, allocate job
     # to highest score hypeNode with node level binpack"
     objs: list[Any] = [
-        node("s0-n1", cpu="4", memory="8Gi", pods="10"), node("s0-n2", cpu="8", memory="16Gi", pods="10"),
-        node("s1-n3", cpu="4", memory="8Gi", pods="10"), node("s1-n4", cpu="8", memory="16Gi", pods="10"),
-        hypernode("s0", 1, nodes=["s0-n1", "s0-n2"]), hypernode("s1", 1, nodes=["s1-n3", "s1-n4"]),
+        node("s0-n1", cpu="4", memory="8Gi", pods="10"),
+        node("s0-n2", cpu="8", memory="16Gi", pods="10"),
+        node("s1-n3", cpu="4", memory="8Gi", pods="10"),
+        node("s1-n4", cpu="8", memory="16Gi", pods="10"),
+        hypernode("s0", 1, nodes=["s0-n1", "s0-n2"]),
+        hypernode("s1", 1, nodes=["s1-n3", "s1-n4"]),
         hypernode("s2", 2, hypernodes=["s0", "s1"]),
         queue("q1"),
         podgroup("pg1", "c1", queue="q1", min_member=2, network_topology={"mode": "hard", "highestTierAllowed": 1}),

@@ -40,6 +40,7 @@ def allocate_in_hypernodes(*args: Any) -> Statement | None:
 
     return run(*args)
 
+
 S = TaskStatus
 QUEUE_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 

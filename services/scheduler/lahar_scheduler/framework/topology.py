@@ -87,4 +87,4 @@ def hypernode_scores(ssn: Session, job: JobInfo, candidates: list[str]) -> dict[
 
 def _callbacks(ssn: Session, point: str) -> Iterable[Any]:
     # The session's flattened tier chain for a point (flags applied).
-    return ssn._flat(point)  # noqa: SLF001
+    return ssn._flat(point)

@@ -36,6 +36,14 @@ _INTS = {
     "hypernode.gradient.evict.max-hypernodes": "evict_max_hypernodes",
 }
 
+_KNOWN = (
+    *_INTS,
+    "hypernode.binpack.resources",
+    PREFIX + "<name>",
+    "hypernode.binpack.normal-pod.enable",
+    "hypernode.binpack.normal-pod.fading",
+)
+
 
 class NetworkTopologyArgs(msgspec.Struct):
     weight: int = 1
@@ -79,7 +87,7 @@ def parse_args(raw: dict[str, Any], path: str, errors: list[str]) -> NetworkTopo
             else:
                 out.normal_pod_fading = float(val) if val >= 0 else 0.8
         else:
-            errors.append(f"{where}: unknown argument (known: {', '.join([*_INTS, 'hypernode.binpack.resources', PREFIX + '<name>', 'hypernode.binpack.normal-pod.enable', 'hypernode.binpack.normal-pod.fading'])})")
+            errors.append(f"{where}: unknown argument (known: {', '.join(_KNOWN)})")
     out.resources = {name: weights.get(name, 1) for name in listed}
     return out
 
@@ -204,7 +212,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 request[name] = request.get(name, 0.0) + task.resreq.get(name)
         hns = np.array([self.index[c] for c in candidates], dtype=np.intp)
         scores = self._binpack(hns, request)
-        best = np.flatnonzero(scores == scores.max()) if len(scores) else []
+        best = np.flatnonzero(scores == scores.max()) if len(scores) else np.zeros(0, dtype=np.intp)
         if len(best) > 1:
             # Ties: prefer the HyperNode already holding more of the job's tasks.
             for k in best:
