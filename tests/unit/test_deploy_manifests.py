@@ -84,6 +84,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "batchjobs",
             "jobflows",
             "jobtemplates",
+            "hypernodes",
         )
     },
     "binder": {

@@ -207,4 +207,19 @@ def volcano_crds() -> list[Obj]:
             [_col("STATUS", ".status.state.phase"), _AGE],
         ),
         _crd("flow.volcano.sh", "v1alpha1", "JobTemplate", "jobtemplates", "Namespaced", ["jt"], True, []),
+        _crd(
+            "topology.volcano.sh",
+            "v1alpha1",
+            "HyperNode",
+            "hypernodes",
+            "Cluster",
+            ["hn"],
+            True,
+            [
+                _col("Tier", ".spec.tier"),
+                _col("TierName", ".spec.tierName"),
+                _col("NodeCount", ".status.nodeCount", "integer"),
+                _AGE,
+            ],
+        ),
     ]

@@ -17,6 +17,8 @@ KINDS = (
     "priorityclasses",
     "namespaces",
     "resourcequotas",
+    # network topology (topology.volcano.sh): the scheduler's HyperNode tree
+    "hypernodes",
     # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
     # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
     "commands",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
+from lahar.api.objects import HyperNode, Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
 from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -20,6 +20,7 @@ _TYPES: dict[str, type[Any]] = {
     "priorityclasses": PriorityClass,
     "namespaces": Namespace,
     "resourcequotas": ResourceQuota,
+    "hypernodes": HyperNode,
 }
 
 
@@ -94,6 +95,13 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
             snapshot.upsert_quota(obj)
         # Used changes as pods come and go; a quota change alone starts no session early.
         change.relevant = True
+    elif kind == "hypernodes":
+        if delta.op == "DELETED":
+            snapshot.delete_hypernode(name)
+        else:
+            snapshot.upsert_hypernode(obj)
+        # A new domain may let a job that waits for one fit.
+        change.relevant = change.pending = True
     return change
 
 

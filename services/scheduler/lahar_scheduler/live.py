@@ -26,7 +26,7 @@ from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas")
+KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas", "hypernodes")
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -73,6 +73,7 @@ class LiveView:
             decoded["namespaces"],
             now=now,
             resource_quotas=decoded["resourcequotas"],
+            hypernodes=decoded["hypernodes"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))
