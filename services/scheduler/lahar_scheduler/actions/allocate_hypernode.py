@@ -188,7 +188,7 @@ def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
         tiers = sorted({tree.tier(n) for n in tried.placed})
         summary = (
             f"{mode} network topology: no single hypernode of {limit} can hold {need} tasks "
-            f"(tried {len(tried.placed)} hypernodes in tiers {', '.join(map(str, tiers))})"
+            f"(tried {len(tried.placed)} hypernodes in tier{'s' if len(tiers) > 1 else ''} {', '.join(map(str, tiers))})"
         )
     remedy = "" if topo.soft else "free room inside one hypernode, or raise highestTierAllowed"
     return Why("allocate", PLUGIN, summary, remedy, details)
