@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_simulate_dumps import Run
 
 CONF = """
@@ -97,7 +96,7 @@ def test_three_tier_tree_places_and_explains_by_tier(simulate: Run, tmp_path: Pa
         *gang("rack", 4, 2, "2024-01-01T00:00:01Z"),  # needs a whole tier-2 pod: pod-b is free
         *gang("wide", 3, 1, "2024-01-01T00:00:02Z"),  # no leaf holds 3 tasks
     ]
-    code, out, warnings = simulate(docs, "--conf", str(conf))
+    code, out, _ = simulate(docs, "--conf", str(conf))
     assert code == 0, simulate.stderr
     binds = out["binds"]
     leaf = {binds[f"ml/leaf-{i}"].split("-")[0] for i in range(2)}

@@ -186,9 +186,10 @@ def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
         summary = f"no hypernode of {limit} is eligible for the job{where}"
     else:
         tiers = sorted({tree.tier(n) for n in tried.placed})
+        in_tiers = ("tiers " if len(tiers) > 1 else "tier ") + ", ".join(map(str, tiers))
         summary = (
             f"{mode} network topology: no single hypernode of {limit} can hold {need} tasks "
-            f"(tried {len(tried.placed)} hypernodes in tier{'s' if len(tiers) > 1 else ''} {', '.join(map(str, tiers))})"
+            f"(tried {len(tried.placed)} hypernodes in {in_tiers})"
         )
     remedy = "" if topo.soft else "free room inside one hypernode, or raise highestTierAllowed"
     return Why("allocate", PLUGIN, summary, remedy, details)
