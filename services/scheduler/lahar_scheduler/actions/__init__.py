@@ -8,11 +8,21 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.enqueue import EnqueueAction
 from lahar_scheduler.actions.preempt import PreemptAction
 from lahar_scheduler.actions.reclaim import ReclaimAction
+from lahar_scheduler.actions.reservation import ElectAction, ReserveAction
 from lahar_scheduler.actions.shuffle import ShuffleAction
 from lahar_scheduler.registry import Registry
 
 ACTIONS: Registry[type[Action]] = Registry("action")
-for _action in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction, ShuffleAction):
+for _action in (
+    EnqueueAction,
+    ElectAction,
+    ReserveAction,
+    AllocateAction,
+    BackfillAction,
+    PreemptAction,
+    ReclaimAction,
+    ShuffleAction,
+):
     ACTIONS.register(_action.name, _action)
 
 # Volcano registers these too; a configuration naming them is rejected with this reason rather

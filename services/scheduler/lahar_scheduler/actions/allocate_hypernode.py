@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import CLUSTER_TOP
 from lahar_scheduler.framework.statement import Op
 from lahar_scheduler.framework.topology import JobTopology, gradients, hypernode_scores
@@ -66,7 +67,7 @@ def allocate_in_hypernodes(
             if plan is None:
                 continue
             stmt = _replay(ssn, plan)
-            if ssn.job_ready(job) or ssn.job_pipelined(job):
+            if ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job):
                 plans[hypernode] = plan
             stmt.discard()
         if not plans:
@@ -78,7 +79,7 @@ def allocate_in_hypernodes(
         decision = ssn.decision(job)
         decision.chosen = {t.key: node for _, t, node in plan.ops}
         decision.verdicts[PLUGIN] = f"placed in hypernode {best} (tier {ssn.hypernodes.tier(best)})"
-        if ssn.job_ready(job):
+        if ssn.call(P.JOB_READY, job):
             topo.allocated = plan.allocated
         return stmt
     ssn.explain(job, lambda: refusal(ssn, job, topo, tried))

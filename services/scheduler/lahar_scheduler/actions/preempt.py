@@ -25,6 +25,7 @@ from lahar_scheduler.actions.evictutil import (
     TaskFilter,
     VictimBound,
     covers,
+    fits_rows,
     fits_vector,
     need_vector,
     pending_tasks,
@@ -34,6 +35,8 @@ from lahar_scheduler.actions.evictutil import (
     victims_cover,
 )
 from lahar_scheduler.actions.preempt_topology import topology_preempt
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 from lahar_scheduler.framework.victims import eviction_need, victims_queue
@@ -70,7 +73,7 @@ def eligible(ssn: Session, task: TaskInfo) -> bool:
     node = ssn.nodes.by_name.get(name)
     if node is None:
         return False
-    verdict = ssn.predicate(task, np.array([node.index], dtype=np.intp))
+    verdict = ssn.call(P.PREDICATE, task, np.array([node.index], dtype=np.intp))
     if len(verdict.passed):
         return False  # the nominated node now takes the pod: nothing to preempt for
     if len(verdict.unresolvable):
@@ -90,8 +93,18 @@ def other_jobs_filter(ssn: Session, preemptor: TaskInfo, queue: str) -> TaskFilt
     return ok
 
 
+class _SameJob:
+    """Tasks of the preemptor's own job (the ceiling is built for other jobs' tasks only)."""
+
+    def __init__(self, preemptor: TaskInfo) -> None:
+        self.preemptor = preemptor
+
+    def __call__(self, t: TaskInfo) -> bool:
+        return _evictable(self.preemptor, t) and t.job == self.preemptor.job
+
+
 def same_job_filter(preemptor: TaskInfo) -> TaskFilter:
-    return lambda t: _evictable(preemptor, t) and t.job == preemptor.job
+    return _SameJob(preemptor)
 
 
 def _evictable(preemptor: TaskInfo, t: TaskInfo) -> bool:
@@ -107,15 +120,16 @@ class PreemptAction(Action):
     def execute(self, ssn: Session) -> None:
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
+        self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
         self.salt = ssn.rng.getrandbits(32)
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None or job.queue not in ssn.queues:
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None or job.queue not in ssn.queues:
                 continue
-            if not ssn.job_starving(job) or _network_topology(job):
+            if not ssn.call(P.JOB_STARVING, job) or _network_topology(job):
                 continue
             jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
             starving.setdefault(job.queue, []).append(job)
@@ -137,7 +151,7 @@ class PreemptAction(Action):
             # fail the same way, so it is not tried again (state changes only when one succeeds).
             failed: set[tuple[object, ...]] = set()
             pending = tasks[job.uid]
-            while ssn.job_starving(job) and not pending.empty():
+            while ssn.call(P.JOB_STARVING, job) and not pending.empty():
                 preemptor = pending.pop()
                 key = shape_key(preemptor, "jobs")
                 if key in failed:
@@ -146,13 +160,13 @@ class PreemptAction(Action):
                     failed.clear()
                 else:
                     failed.add(key)
-            if ssn.job_pipelined(job):
+            if ssn.call(P.JOB_PIPELINED, job):
                 if stmt.has_evictions():
                     ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
                     ssn.result.stats.evicting_commit("preempt")
                 stmt.commit()
             else:
-                stmt.discard()
+                self._discard(stmt)
                 self._note_starving(ssn, job)
 
     def within_job(self, ssn: Session, job: JobInfo) -> None:
@@ -162,11 +176,16 @@ class PreemptAction(Action):
             preemptor = pending.pop()
             stmt = ssn.statement()
             if not self.preempt(ssn, stmt, preemptor, same_job_filter(preemptor)):
-                stmt.discard()
+                self._discard(stmt)
                 return
             if stmt.has_evictions():
                 ssn.result.stats.evicting_commit("preempt")
             stmt.commit()
+
+    def _discard(self, stmt: Statement) -> None:
+        if stmt.has_evictions():
+            self.ceiling.reset()  # restored victims can be named again
+        stmt.discard()
 
     def _note_starving(self, ssn: Session, job: JobInfo) -> None:
         miss = self.miss.get(job.uid)
@@ -184,7 +203,7 @@ class PreemptAction(Action):
             if preemptor.preemption_policy == NEVER:
                 return self._miss(preemptor, "its preemptionPolicy is Never, so it evicts nothing")
             return self._miss(preemptor, "it waits for its nominated node to free up")
-        err = ssn.pre_predicate(preemptor)
+        err = ssn.call(P.PRE_PREDICATE, preemptor)
         if err is not None:
             return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
@@ -208,6 +227,11 @@ class PreemptAction(Action):
             possible = possible & self.bound.covering(preemptor, job.queue, room)
             if not possible.any():
                 return self._miss(preemptor, f"queue {job.queue} must free {need} first, and no node holds that much")
+        if keep is not None and not isinstance(keep, _SameJob):
+            ceiling = self.ceiling.nodes(preemptor, job.queue)
+            if ceiling is not None:
+                # Nodes where no plugin could name enough victims: walking them finds nothing.
+                possible = possible & fits_rows(preemptor, ssn.nodes.future + ceiling)
         if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
             return True
         return self._miss(
@@ -233,7 +257,7 @@ class PreemptAction(Action):
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         for i in _by_score(ssn, preemptor, nodes, possible):
             node = ssn.node_list[i]
-            victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+            victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
                 continue
@@ -254,17 +278,17 @@ class PreemptAction(Action):
                 node_stmt.pipeline(preemptor, node.name, not evicted.is_empty())
                 stmt.merge(node_stmt)
                 return True
-            node_stmt.discard()
+            self._discard(node_stmt)
         return False
 
 
 def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
     """The queue may take it, the node's future idle holds it, and PredicateFn accepts it."""
-    if not ssn.allocatable(queue, preemptor):
+    if not ssn.call(P.ALLOCATABLE, queue, preemptor):
         return False
     if not fits_vector(preemptor, ssn.nodes.future[node.index]):
         return False
-    return bool(len(ssn.predicate(preemptor, np.array([node.index], dtype=np.intp)).passed))
+    return bool(len(ssn.call(P.PREDICATE, preemptor, np.array([node.index], dtype=np.intp)).passed))
 
 
 def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> list[int]:
@@ -272,8 +296,8 @@ def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray
     if not possible[nodes].any():
         return []
     if len(nodes) > 1:
-        nodes = nodes[np.argsort(-ssn.node_order(task, nodes), kind="stable")]
-    return [int(i) for i in nodes if possible[i]]
+        nodes = nodes[np.argsort(-ssn.call(P.NODE_ORDER, task, nodes), kind="stable")]
+    return nodes[possible[nodes]].tolist()  # type: ignore[no-any-return]
 
 
 def _network_topology(job: JobInfo) -> bool:

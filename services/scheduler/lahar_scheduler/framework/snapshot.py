@@ -31,6 +31,7 @@ from lahar.api.resource import Resource
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
+from lahar_scheduler.framework.reservation import Reservation
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
@@ -116,6 +117,7 @@ class Snapshot:
         hypernodes: Iterable[HyperNode] = (),
     ) -> None:
         self.now = now
+        self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import CLUSTER_TOP, HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES
@@ -70,21 +71,10 @@ def recover_allocated(job: JobInfo, tree: HyperNodeTree) -> str:
 
 def gradients(ssn: Session, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]]:
     """The first gradient callback's answer; without one the root is the only candidate."""
-    for fn in _callbacks(ssn, "hypernode_gradient"):
-        got = fn(job, topo, root)
-        if got is not None:
-            return list(got)
-    return [[root]]
+    got = ssn.call(P.HYPERNODE_GRADIENT, job, topo, root)
+    return [[root]] if got is None else got
 
 
 def hypernode_scores(ssn: Session, job: JobInfo, candidates: list[str]) -> dict[str, float]:
-    total = dict.fromkeys(candidates, 0.0)
-    for fn in _callbacks(ssn, "hypernode_order"):
-        for name, score in fn(job, candidates).items():
-            total[name] += score
-    return total
-
-
-def _callbacks(ssn: Session, point: str) -> Iterable[Any]:
-    # The session's flattened tier chain for a point (flags applied).
-    return ssn._flat(point)
+    scored = ssn.call(P.HYPERNODE_ORDER, job, candidates)
+    return {c: scored.get(c, 0.0) for c in candidates}

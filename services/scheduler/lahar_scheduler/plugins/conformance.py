@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -10,9 +13,8 @@ from lahar_scheduler.plugins.base import NoArgs, Plugin
 _CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-def evictable(_: TaskInfo, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-    victims = [t for t in evictees if t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"]
-    return victims, Vote.PERMIT
+def _ordinary(t: TaskInfo) -> bool:
+    return t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"
 
 
 class ConformancePlugin(Plugin):
@@ -20,5 +22,11 @@ class ConformancePlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("preemptable", evictable)
-        ssn.add("reclaimable", evictable)
+        ssn.add(P.PREEMPTABLE, self.evictable)
+        ssn.add(P.RECLAIMABLE, self.evictable)
+
+    def evictable(self, _: TaskInfo, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return [t for t in evictees if _ordinary(t)], Vote.PERMIT
+
+    def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:
+        return "conformance", _ordinary

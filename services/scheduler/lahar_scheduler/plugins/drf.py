@@ -7,9 +7,12 @@ the eviction is still at least the preemptor's share after it is placed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import msgspec
 
 from lahar.api.resource import Resource, share
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
@@ -70,6 +73,19 @@ class DrfPlugin(Plugin):
                     victims.append(t)
             return victims, Vote.PERMIT
 
+        def victim_ceiling(preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+            """Could name: tasks whose job's share without them is at least the preemptor's
+            request alone (its share once placed can only be larger)."""
+            floor = dominant(preemptor.resreq) - SHARE_DELTA
+
+            def could_name(t: TaskInfo) -> bool:
+                held = allocated.get(t.job)
+                return held is not None and dominant(held.clone().sub(t.resreq)) >= floor
+
+            return ("drf", floor), could_name
+
+        preemptable.victim_ceiling = victim_ceiling  # type: ignore[attr-defined]
+
         def on_allocate(task: TaskInfo) -> None:
             r = allocated.get(task.job)
             if r is not None:
@@ -82,8 +98,8 @@ class DrfPlugin(Plugin):
                 r.sub(task.resreq)
                 shares[task.job] = dominant(r)
 
-        ssn.add("preemptable", preemptable)
-        ssn.add("job_order", job_order)
+        ssn.add(P.PREEMPTABLE, preemptable)
+        ssn.add(P.JOB_ORDER, job_order)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
         self.allocated, self.dominant = allocated, dominant
 

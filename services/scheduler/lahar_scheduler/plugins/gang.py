@@ -3,6 +3,9 @@ minTaskMember) can run together; it offers victims only above minMember."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
@@ -17,36 +20,44 @@ class GangPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        def job_valid(job: JobInfo) -> tuple[str, str] | None:
-            invalid = _job_valid(job)
-            if invalid is not None:
-                ssn.explain(job, invalid_why(job))
-            return invalid
+        self.ssn = ssn
+        ssn.add(P.JOB_VALID, self.job_valid)
+        ssn.add(P.PREEMPTABLE, self.evictable)
+        ssn.add(P.RECLAIMABLE, self.evictable)
+        ssn.add(P.JOB_ORDER, _job_order)
+        ssn.add(P.JOB_READY, _job_ready)
+        ssn.add(P.JOB_PIPELINED, _job_pipelined)
+        ssn.add(P.JOB_STARVING, _job_starving)
 
-        ssn.add("job_valid", job_valid)
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        invalid = _job_valid(job)
+        if invalid is not None:
+            self.ssn.explain(job, invalid_why(job))
+        return invalid
 
-        def evictable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            occupied: dict[str, int] = {}
-            victims = []
-            for t in preemptees:
-                job = ssn.jobs.get(t.job)
-                if job is None:
-                    continue
-                left = occupied.setdefault(job.uid, job.ready_num())
-                if left > job.min_available:
-                    occupied[job.uid] = left - 1
-                    victims.append(t)
-            return victims, Vote.PERMIT
+    def evictable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Victims only above each job's minMember: a gang is never broken by eviction."""
+        occupied: dict[str, int] = {}
+        victims = []
+        for t in preemptees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            left = occupied.setdefault(job.uid, job.ready_num())
+            if left > job.min_available:
+                occupied[job.uid] = left - 1
+                victims.append(t)
+        return victims, Vote.PERMIT
 
-        ssn.add("preemptable", evictable)
-        ssn.add("reclaimable", evictable)
-        ssn.add("job_order", _job_order)
-        ssn.add("job_ready", lambda job: job.check_task_ready() and job.is_ready())
-        ssn.add(
-            "job_pipelined",
-            lambda job: Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT,
-        )
-        ssn.add("job_starving", lambda job: job.is_starving())
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks of jobs with more ready tasks than minMember."""
+        jobs = self.ssn.jobs
+
+        def could_name(t: TaskInfo) -> bool:
+            job = jobs.get(t.job)
+            return job is not None and job.ready_num() > job.min_available
+
+        return "gang", could_name
 
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats
@@ -106,6 +117,18 @@ def invalid_why(job: JobInfo) -> Why:
         f"create {job.min_available - valid} more pod(s) in the group, or lower minMember to {valid}",
         [f"{len(job.tasks)} pods name the group; only pending and placed ones count"],
     )
+
+
+def _job_ready(job: JobInfo) -> bool:
+    return job.check_task_ready() and job.is_ready()
+
+
+def _job_pipelined(job: JobInfo) -> Vote:
+    return Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT
+
+
+def _job_starving(job: JobInfo) -> bool:
+    return job.is_starving()
 
 
 def _job_order(left: JobInfo, right: JobInfo) -> int:

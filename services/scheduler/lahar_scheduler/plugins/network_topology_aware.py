@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.topology import JobTopology
@@ -122,9 +123,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         }
         self.min_tier, self.max_tier = tree.tiers[0], tree.tiers[-1]
         self.placed: dict[int, list[int]] = {}
-        ssn.add("hypernode_gradient", self.hypernode_gradient)
-        ssn.add("hypernode_order", self.hypernode_order)
-        ssn.add("node_order", self.node_order)
+        ssn.add(P.HYPERNODE_GRADIENT, self.hypernode_gradient)
+        ssn.add(P.HYPERNODE_ORDER, self.hypernode_order)
+        ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
     # -- resource sums per HyperNode -----------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -18,27 +21,50 @@ class PriorityPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("task_order", lambda left, right: _desc(left.priority, right.priority))
-        ssn.add("job_order", lambda left, right: _desc(left.priority, right.priority))
+        self.ssn = ssn
+        ssn.add(P.TASK_ORDER, _by_priority)
+        ssn.add(P.JOB_ORDER, _by_priority)
+        ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.JOB_STARVING, _starving)
 
-        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            pjob = ssn.jobs.get(preemptor.job)
-            if pjob is None:
-                return [], Vote.PERMIT
-            victims = []
-            for t in preemptees:
-                job = ssn.jobs.get(t.job)
-                if job is None:
-                    continue
-                if job.uid != pjob.uid:
-                    if job.priority < pjob.priority:
-                        victims.append(t)
-                elif t.priority < preemptor.priority:
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Other jobs' tasks of lower job priority; within the job, tasks of lower pod priority."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        if pjob is None:
+            return [], Vote.PERMIT
+        victims = []
+        for t in preemptees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            if job.uid != pjob.uid:
+                if job.priority < pjob.priority:
                     victims.append(t)
-            return victims, Vote.PERMIT
+            elif t.priority < preemptor.priority:
+                victims.append(t)
+        return victims, Vote.PERMIT
 
-        ssn.add("preemptable", preemptable)
-        ssn.add("job_starving", _starving)
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
+        own job's tasks, which the test cannot tell apart without the job)."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        if pjob is None:
+            return None, _never
+        top, jobs = pjob.priority, self.ssn.jobs
+
+        def could_name(t: TaskInfo) -> bool:
+            job = jobs.get(t.job)
+            return job is not None and job.priority <= top
+
+        return ("priority", top), could_name
+
+
+def _never(_: TaskInfo) -> bool:
+    return False
+
+
+def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:
+    return _desc(left.priority, right.priority)
 
 
 def _starving(job: JobInfo) -> bool:
