@@ -80,6 +80,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("commands", "bus.volcano.sh/v1alpha1", True),
         Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
         Resource("jobflows", "flow.volcano.sh/v1alpha1", True),
+        Resource("hypernodes", "topology.volcano.sh/v1alpha1", False),
         Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
         Resource("numatopologies", "nodeinfo.volcano.sh/v1alpha1", False),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),

@@ -296,13 +296,33 @@ class PriorityClass(_Base):
 # --- scheduling.volcano.sh/v1beta1 ---------------------------------------------------------
 
 
+class NetworkTopologySpec(_Base):
+    """A job's network-topology constraint: ``hard`` keeps every task inside one HyperNode of
+    tier ≤ ``highestTierAllowed`` (or the tier named ``highestTierName``); ``soft`` prefers it."""
+
+    mode: str = ""
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicySpec(_Base):
+    """A PodGroup sub-group policy (kept whole; the scheduler reads its networkTopology only)."""
+
+    name: str = ""
+    sub_group_size: int | None = None
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    network_topology: NetworkTopologySpec | None = None
+
+
 class PodGroupSpec(_Base):
     min_member: int = 0
     min_task_member: dict[str, int] = {}
     queue: str = ""
     priority_class_name: str = ""
     min_resources: ResourceList | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] = []
 
 
 class PodGroupStatus(_Base):
@@ -401,7 +421,7 @@ class JobSpec(_Base):
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str = ""
     min_success: int | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
 
 
 class JobState(_Base):
@@ -474,8 +494,63 @@ class Numatopology(_Base):
     spec: NumatopoSpec = msgspec.field(default_factory=NumatopoSpec)
 
 
+# --- topology.volcano.sh/v1alpha1 -----------------------------------------------------------
+
+
+class ExactMatch(_Base):
+    name: str = ""
+
+
+class RegexMatch(_Base):
+    pattern: str = ""
+
+
+class MemberSelector(_Base):
+    """Exactly one of the three in a valid object (admission enforces it)."""
+
+    exact_match: ExactMatch | None = None
+    regex_match: RegexMatch | None = None
+    label_match: LabelSelector | None = None
+
+
+class MemberSpec(_Base):
+    type: str = ""  # "Node" or "HyperNode"
+    selector: MemberSelector = msgspec.field(default_factory=MemberSelector)
+
+
+class HyperNodeSpec(_Base):
+    tier: int = 0
+    tier_name: str = ""
+    members: list[MemberSpec] = []
+
+
+class HyperNodeStatus(_Base):
+    conditions: list[Condition] = []
+    node_count: int | None = None
+
+
+class HyperNode(_Base):
+    """A network-topology domain: real nodes (tier 1, usually) or other HyperNodes (above)."""
+
+    api_version: str = "topology.volcano.sh/v1alpha1"
+    kind: str = "HyperNode"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: HyperNodeSpec = msgspec.field(default_factory=HyperNodeSpec)
+    status: HyperNodeStatus = msgspec.field(default_factory=HyperNodeStatus)
+
+
 KubeObject = (
-    Pod | Node | Namespace | ResourceQuota | PodDisruptionBudget | PriorityClass | PodGroup | Queue | Job | Numatopology
+    Pod
+    | Node
+    | Namespace
+    | ResourceQuota
+    | PodDisruptionBudget
+    | PriorityClass
+    | PodGroup
+    | Queue
+    | Job
+    | Numatopology
+    | HyperNode
 )
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
@@ -491,6 +566,7 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("scheduling.volcano.sh", "Queue"): Queue,
     ("batch.volcano.sh", "Job"): Job,
     ("nodeinfo.volcano.sh", "Numatopology"): Numatopology,
+    ("topology.volcano.sh", "HyperNode"): HyperNode,
 }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
 from lahar.api.objects import (
+    HyperNode,
     Namespace,
     Node,
     Numatopology,
@@ -32,6 +33,7 @@ _TYPES: dict[str, type[Any]] = {
     "resourcequotas": ResourceQuota,
     "numatopologies": Numatopology,
     "poddisruptionbudgets": PodDisruptionBudget,
+    "hypernodes": HyperNode,
 }
 
 
@@ -118,6 +120,13 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
         else:
             snapshot.upsert_pdb(obj)
         # disruptionsAllowed bounds victims only: no session needs to start for it.
+    elif kind == "hypernodes":
+        if delta.op == "DELETED":
+            snapshot.delete_hypernode(name)
+        else:
+            snapshot.upsert_hypernode(obj)
+        # A new domain may let a job that waits for one fit.
+        change.relevant = change.pending = True
     return change
 
 

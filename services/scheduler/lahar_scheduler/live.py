@@ -37,6 +37,7 @@ KINDS = (
     "resourcequotas",
     "numatopologies",
     "poddisruptionbudgets",
+    "hypernodes",
 )
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
@@ -89,6 +90,7 @@ class LiveView:
             resource_quotas=decoded["resourcequotas"],
             numatopologies=decoded["numatopologies"],
             pdbs=decoded["poddisruptionbudgets"],
+            hypernodes=decoded["hypernodes"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))

@@ -15,6 +15,7 @@ import msgspec
 
 from lahar.api.objects import (
     Condition,
+    HyperNode,
     KubeObject,
     Namespace,
     Node,
@@ -71,6 +72,7 @@ class Cluster:
         self.quotas: dict[str, ResourceQuota] = {}
         self.numatopologies: dict[str, Numatopology] = {}
         self.pdbs: dict[str, PodDisruptionBudget] = {}
+        self.hypernodes: dict[str, HyperNode] = {}
         for obj in objects:
             self.add(obj)
 
@@ -95,6 +97,8 @@ class Cluster:
             self.numatopologies[meta.name] = obj
         elif isinstance(obj, PodDisruptionBudget):
             self.pdbs[key] = obj
+        elif isinstance(obj, HyperNode):
+            self.hypernodes[meta.name] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -108,6 +112,7 @@ class Cluster:
             resource_quotas=self.quotas.values(),
             numatopologies=self.numatopologies.values(),
             pdbs=self.pdbs.values(),
+            hypernodes=self.hypernodes.values(),
         )
 
     def apply(self, result: SessionResult) -> None:

@@ -19,6 +19,7 @@ from lahar.api.resource import Resource
 from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.framework.fiterrors import FitErrors
+from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
 from lahar_scheduler.framework.plugin import Plugin
@@ -40,6 +41,7 @@ from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
+from lahar_scheduler.framework.topology import JobTopology, job_topologies
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PodGroupPhase,
@@ -171,6 +173,19 @@ class Session:
         self.job_order_key = functools.cmp_to_key(self._job_cmp)
         self.queue_order_key = functools.cmp_to_key(self._queue_cmp)
         self.task_order_key = functools.cmp_to_key(self._task_cmp)
+
+    # -- network topology ---------------------------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The HyperNode tree with its cluster-top node (built on first use)."""
+        return self.snapshot.hypernodes
+
+    @functools.cached_property
+    def topology(self) -> dict[str, JobTopology]:
+        """Per job with a networkTopology, its constraint as this session applies it."""
+        if not any(j.network_topology is not None for j in self.jobs.values()):
+            return {}  # no tree built, no per-job work: the default path stays as it was
+        return job_topologies(self.jobs.values(), self.hypernodes)
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:

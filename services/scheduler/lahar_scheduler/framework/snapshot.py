@@ -17,6 +17,7 @@ import numpy as np
 
 from lahar.api.codec import enc_hook
 from lahar.api.objects import (
+    HyperNode,
     Namespace,
     Node,
     Numatopology,
@@ -30,6 +31,7 @@ from lahar.api.objects import (
 )
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
+from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
 from lahar_scheduler.framework.reservation import Reservation
@@ -118,6 +120,7 @@ class Snapshot:
         resource_quotas: Iterable[ResourceQuota] = (),
         numatopologies: Iterable[Numatopology] = (),
         pdbs: Iterable[PodDisruptionBudget] = (),
+        hypernodes: Iterable[HyperNode] = (),
     ) -> None:
         self.now = now
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
@@ -143,6 +146,8 @@ class Snapshot:
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
         self._table = NodeTable(self.space, list(self.node_objects.values()))
         self._nodes_dirty = False
+        self.hypernode_objects: dict[str, HyperNode] = {h.metadata.name: h for h in hypernodes}
+        self._tree: HyperNodeTree | None = None
         self._shapes: dict[bytes, _Shape] = {}  # what tasks of one pod shape share: see upsert_pod
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
@@ -196,6 +201,22 @@ class Snapshot:
     def delete_pdb(self, namespace: str, name: str) -> None:
         self.pdbs.pop(f"{namespace}/{name}", None)
 
+    # -- hypernodes --------------------------------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The HyperNode tree, rebuilt first if HyperNodes or the node set changed."""
+        if self._tree is None:
+            self._tree = HyperNodeTree(self.hypernode_objects.values(), self.node_objects)
+        return self._tree
+
+    def upsert_hypernode(self, hn: HyperNode) -> None:
+        self.hypernode_objects[hn.metadata.name] = hn
+        self._tree = None
+
+    def delete_hypernode(self, name: str) -> None:
+        if self.hypernode_objects.pop(name, None) is not None:
+            self._tree = None
+
     # -- nodes -----------------------------------------------------------------------------
     @property
     def nodes(self) -> NodeTable:
@@ -216,12 +237,14 @@ class Snapshot:
             self._table.by_name[name].node = node
             return False
         self._nodes_dirty = True
+        self._tree = None  # label and regex members depend on the node set and labels
         return True
 
     def delete_node(self, name: str) -> bool:
         if self.node_objects.pop(name, None) is None:
             return False
         self._nodes_dirty = True
+        self._tree = None
         return True
 
     def _rebuild_nodes(self) -> None:

@@ -14,6 +14,7 @@ from lahar_scheduler.plugins.deviceshare import DeviceSharePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
 from lahar_scheduler.plugins.extender import ExtenderPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
+from lahar_scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from lahar_scheduler.plugins.nodegroup import NodeGroupPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
 from lahar_scheduler.plugins.numaaware import NumaAwarePlugin
@@ -54,13 +55,13 @@ for _plugin in (
     NodeGroupPlugin,
     ExtenderPlugin,
     TaskTopologyPlugin,
+    NetworkTopologyAwarePlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
 # Plugins Volcano registers (pkg/scheduler/plugins/factory.go at ed72c7c8) that Lahar does not
 # have yet, with what each does there: a configuration naming one is told so, not "unknown".
 UNSUPPORTED_PLUGINS: dict[str, str] = {
-    "network-topology-aware": "places jobs within hyper-node network topology tiers",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
     "usage": "filters and scores nodes by their measured usage",
 }
