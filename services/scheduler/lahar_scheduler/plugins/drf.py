@@ -1,19 +1,24 @@
-"""drf: dominant-resource fairness between jobs.
+"""drf: dominant-resource fairness between jobs, and between queues when ``enableHierarchy`` is on.
 
 A job's share is the largest, over the cluster's resources, of what it holds divided by the
 cluster total.  Smaller shares go first, and a preemptor may evict from a job whose share after
 the eviction is still at least the preemptor's share after it is placed.
+
+With ``enableHierarchy`` (HDRF, plugins/hdrf.py) queues are ordered by their place in the
+``volcano.sh/hierarchy`` tree, and reclaim may take from a queue that would still be ahead of
+the reclaimer's after the move.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from lahar.api.resource import Resource, share
-from lahar_scheduler.framework.jobs import TaskInfo
+from lahar.api.resource import Resource
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
 
 SHARE_DELTA = 1e-6
 
@@ -22,79 +27,141 @@ class DrfArgs(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
+def _order(left: float, right: float) -> int:
+    return 0 if left == right else (-1 if left < right else 1)
+
+
 class DrfPlugin(Plugin):
     name = "drf"
     Args = DrfArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        total = ssn.total_resource
-        names = total.names()
-        allocated: dict[str, Resource] = {}
-        shares: dict[str, float] = {}
-
-        def dominant(r: Resource) -> float:
-            best = 0.0
-            for n in names:
-                s = share(r.get(n), total.get(n))
-                if s > best:
-                    best = s
-            return best
-
+        self.ssn = ssn
+        self.total = ssn.total_resource
+        self.attrs: dict[str, Attr] = {}
         for job in ssn.jobs.values():
-            r = Resource()
+            held = Resource()
             for status in ALLOCATED_STATUSES:
                 for t in job.tasks_in(status):
-                    r.add(t.resreq)
-            allocated[job.uid] = r
-            shares[job.uid] = dominant(r)
-        self.shares = shares
+                    held.add(t.resreq)
+            self.attrs[job.uid] = Attr(held, dominant_share(held, self.total))
+        opt = ssn.conf.plugin(self.name)
+        self.tree: Tree | None = None
+        if opt is not None and opt.flags.get("enableHierarchy", False):
+            self.tree = self._build_tree()
+            ssn.add("queue_order", self.queue_order)
+            ssn.add("reclaimable", self.reclaimable)
+        ssn.add("preemptable", self.preemptable)
+        ssn.add("job_order", self.job_order)
+        ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
-        def job_order(left: object, right: object) -> int:
-            ls, rs = shares[left.uid], shares[right.uid]  # type: ignore[attr-defined]
-            return 0 if ls == rs else (-1 if ls < rs else 1)
+    # -- the share of each job ----------------------------------------------------------------
+    @property
+    def shares(self) -> dict[str, float]:
+        return {uid: attr.share for uid, attr in self.attrs.items()}
 
-        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            mine = allocated.get(preemptor.job)
-            if mine is None:
-                return [], Vote.PERMIT
-            ls = dominant(mine.clone().add(preemptor.resreq))
-            left: dict[str, Resource] = {}
-            victims = []
-            for t in preemptees:
-                if t.job not in allocated:
-                    continue
-                alloc = left.setdefault(t.job, allocated[t.job].clone())
-                alloc.sub(t.resreq)
-                rs = dominant(alloc)
-                if ls < rs or abs(ls - rs) <= SHARE_DELTA:
-                    victims.append(t)
-            return victims, Vote.PERMIT
+    def dominant(self, held: Resource) -> float:
+        return dominant_share(held, self.total)
 
-        def on_allocate(task: TaskInfo) -> None:
-            r = allocated.get(task.job)
-            if r is not None:
-                r.add(task.resreq)
-                shares[task.job] = dominant(r)
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        return _order(self.attrs[left.uid].share, self.attrs[right.uid].share)
 
-        def on_deallocate(task: TaskInfo) -> None:
-            r = allocated.get(task.job)
-            if r is not None:
-                r.sub(task.resreq)
-                shares[task.job] = dominant(r)
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        mine = self.attrs.get(preemptor.job)
+        if mine is None:
+            return [], Vote.PERMIT
+        ls = self.dominant(mine.allocated.clone().add(preemptor.resreq))
+        left: dict[str, Resource] = {}
+        victims = []
+        for t in preemptees:
+            if t.job not in self.attrs:
+                continue
+            held = left.setdefault(t.job, self.attrs[t.job].allocated.clone())
+            held.sub(t.resreq)
+            rs = self.dominant(held)
+            if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                victims.append(t)
+        return victims, Vote.PERMIT
 
-        ssn.add("preemptable", preemptable)
-        ssn.add("job_order", job_order)
-        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
-        self.allocated, self.dominant = allocated, dominant
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._moved(task, +1)
 
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._moved(task, -1)
+
+    def _moved(self, task: TaskInfo, sign: int) -> None:
+        attr = self.attrs.get(task.job)
+        if attr is None:
+            return
+        (attr.allocated.add if sign > 0 else attr.allocated.sub)(task.resreq)
+        attr.share = self.dominant(attr.allocated)
+        if self.tree is not None:
+            tree = self.tree
+            (tree.allocated.add if sign > 0 else tree.allocated.sub)(task.resreq)
+            tree.refresh(self._place(tree, self.ssn.jobs[task.job], attr))
+
+    # -- the hierarchy ------------------------------------------------------------------------
+    def _build_tree(self) -> Tree:
+        tree = Tree(self.total)
+        for job in self.ssn.jobs.values():
+            attr = self.attrs[job.uid]
+            tree.allocated.add(attr.allocated)
+            self._place(tree, job, attr)
+        tree.refresh()
+        return tree
+
+    def _place(self, tree: Tree, job: JobInfo, attr: Attr) -> Node:
+        queue = self.ssn.queues[job.queue]
+        return tree.place(job.uid, attr, job.total_request, queue.hierarchy, queue.hierarchy_weights)
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        assert self.tree is not None
+        ret = self.tree.compare(left.hierarchy, right.hierarchy)
+        return 0 if ret == 0 else (-1 if ret < 0 else 1)
+
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Victims whose queue would still come after the reclaimer's once the reclaimer holds
+        its task and the victim has lost its own, each victim weighed on its own."""
+        assert self.tree is not None
+        ljob = self.ssn.jobs.get(reclaimer.job)
+        if ljob is None or reclaimer.job not in self.attrs:
+            return [], Vote.PERMIT
+        lqueue = self.ssn.queues[ljob.queue]
+        tree = self.tree.clone()
+        mine = self.attrs[ljob.uid].clone()
+        mine.allocated.add(reclaimer.resreq)
+        mine.share = self.dominant(mine.allocated)
+        tree.allocated.add(reclaimer.resreq)
+        tree.refresh(self._place(tree, ljob, mine))
+        victims = []
+        for t in reclaimees:
+            rjob = self.ssn.jobs.get(t.job)
+            if rjob is None or t.job not in self.attrs:
+                continue
+            rqueue = self.ssn.queues[rjob.queue]
+            theirs = self.attrs[rjob.uid].clone()
+            self._shift(tree, rjob, theirs, t.resreq, -1)
+            ret = tree.compare(lqueue.hierarchy, rqueue.hierarchy)
+            self._shift(tree, rjob, theirs, t.resreq, +1)
+            if ret < 0:
+                victims.append(t)
+        return victims, Vote.PERMIT
+
+    def _shift(self, tree: Tree, job: JobInfo, attr: Attr, resreq: Resource, sign: int) -> None:
+        (attr.allocated.add if sign > 0 else attr.allocated.sub)(resreq)
+        (tree.allocated.add if sign > 0 else tree.allocated.sub)(resreq)
+        attr.share = self.dominant(attr.allocated)
+        tree.refresh(self._place(tree, job, attr))
+
+    # -- metrics ------------------------------------------------------------------------------
     def on_session_close(self, ssn: Session) -> None:
         """Each job's share (Volcano's job_share) and each namespace's: the dominant share of
         what its jobs hold together (namespace_share)."""
         by_namespace: dict[str, Resource] = {}
         stats = ssn.result.stats
-        for uid, share_ in self.shares.items():
+        for uid, attr in self.attrs.items():
             job = ssn.jobs[uid]
-            stats.job(uid, job.name, job.namespace, job.queue).share = share_
-            by_namespace.setdefault(job.namespace, Resource()).add(self.allocated[uid])
+            stats.job(uid, job.name, job.namespace, job.queue).share = attr.share
+            by_namespace.setdefault(job.namespace, Resource()).add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
