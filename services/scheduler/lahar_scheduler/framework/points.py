@@ -71,6 +71,8 @@ POINTS: dict[str, Point] = {
         Point("job_valid", None, Combine.FIRST_FAILURE),
         Point("job_starving", "enableJobStarving", Combine.FIRST_TIER),
         Point("victim_tasks", "enabledVictim", Combine.UNION_FIRST_TIER),
+        # Gang-aware eviction (gangpreempt, gangreclaim): no enable flag, as in Volcano.
+        Point("unified_evictable", None, Combine.VICTIM_INTERSECTION),
         Point("target_job", "enableTargetJob", Combine.FIRST_RESULT),
         Point("reserved_nodes", "enableReservedNodes", Combine.NOTIFY),
         # Topology-aware preemption dry-runs victims on node copies through these hooks; they

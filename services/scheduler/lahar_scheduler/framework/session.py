@@ -34,6 +34,7 @@ from lahar_scheduler.framework.types import (
 from lahar_scheduler.framework.why import Why
 
 if TYPE_CHECKING:
+    from lahar_scheduler.framework.eviction import EvictionContext
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
     from lahar_scheduler.framework.statement import Statement
 
@@ -265,7 +266,7 @@ class Session:
                 return True
         return True
 
-    def _victims(self, point: str, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    def _victims(self, point: str, preemptor: TaskInfo | EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Per tier, intersect the lists of plugins that did not abstain; first non-empty wins."""
         for fns in self._chain(point):
             victims: list[TaskInfo] | None = None
@@ -374,6 +375,10 @@ class Session:
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("reclaimable", reclaimer, candidates)
+
+    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Gang-aware victim filter: a whole job's candidates, combined like ``preemptable``."""
+        return self._victims("unified_evictable", ctx, candidates)
 
     def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         for fns in self._chain("victim_tasks"):

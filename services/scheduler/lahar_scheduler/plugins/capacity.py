@@ -100,6 +100,7 @@ class CapacityPlugin(Plugin):
         if self.hierarchy:
             ssn.add("victim_queue_order", self.victim_queue_order)
         ssn.add("reclaimable", victims.reclaimable)
+        ssn.add("unified_evictable", victims.unified_evictable)
         ssn.add("preemptive", victims.preemptive)
         ssn.add("allocatable", AllocatableWithBound(self.allocatable, self.shortfall))
         ssn.add("job_enqueueable", self.enqueueable)

@@ -10,7 +10,7 @@ from lahar_scheduler.plugins.base import NoArgs, Plugin
 _CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-def evictable(_: TaskInfo, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+def evictable(_: object, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
     victims = [t for t in evictees if t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"]
     return victims, Vote.PERMIT
 
@@ -22,3 +22,4 @@ class ConformancePlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         ssn.add("preemptable", evictable)
         ssn.add("reclaimable", evictable)
+        ssn.add("unified_evictable", evictable)

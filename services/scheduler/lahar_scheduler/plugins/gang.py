@@ -40,6 +40,8 @@ class GangPlugin(Plugin):
 
         ssn.add("preemptable", evictable)
         ssn.add("reclaimable", evictable)
+        # Gang-aware eviction keeps minMember through its safe/whole bundles: permit every candidate.
+        ssn.add("unified_evictable", lambda _ctx, candidates: (candidates, Vote.PERMIT))
         ssn.add("job_order", _job_order)
         ssn.add("job_ready", lambda job: job.check_task_ready() and job.is_ready())
         ssn.add(

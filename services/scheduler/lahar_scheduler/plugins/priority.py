@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -38,7 +41,21 @@ class PriorityPlugin(Plugin):
             return victims, Vote.PERMIT
 
         ssn.add("preemptable", preemptable)
+        ssn.add("unified_evictable", partial(_unified_evictable, ssn))
         ssn.add("job_starving", _starving)
+
+
+def _unified_evictable(ssn: Session, ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    """Gang reclaim is about fairness between queues, so priority lets every candidate go; gang
+    preempt may take only tasks of jobs below the preemptor job's priority."""
+    if ctx.kind is EvictionKind.GANG_RECLAIM:
+        return candidates, Vote.PERMIT
+    victims = []
+    for t in candidates:
+        job = ssn.jobs.get(t.job)
+        if job is not None and job.priority < ctx.job.priority:
+            victims.append(t)
+    return victims, Vote.PERMIT
 
 
 def _starving(job: JobInfo) -> bool:
