@@ -17,6 +17,7 @@ import yaml
 from lahar.api.codec import decode_object
 from lahar.api.objects import KubeObject, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar_scheduler.core import load_conf, run_session
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session, SessionResult
@@ -300,12 +301,12 @@ def all_nodes(ssn: Session) -> np.ndarray:
 def scores(ssn: Session, key: str) -> dict[str, float]:
     """The session's summed node-order score of one task on every node."""
     t = task(ssn, key)
-    got = ssn.node_order(t, all_nodes(ssn))
+    got = ssn.call(P.NODE_ORDER, t, all_nodes(ssn))
     return {n.name: float(s) for n, s in zip(ssn.node_list, got, strict=True)}
 
 
 def passing(ssn: Session, key: str) -> set[str]:
     """Nodes where the plugin predicates (no resource fit) accept the task."""
     t = task(ssn, key)
-    got = ssn.predicate(t, all_nodes(ssn))
+    got = ssn.call(P.PREDICATE, t, all_nodes(ssn))
     return {ssn.node_list[i].name for i in got.passed}

@@ -39,6 +39,7 @@ from lahar_scheduler.actions.gangevict import CLUSTER_TOP, parse_args, pick_doma
 from lahar_scheduler.actions.gangpreempt import GangPreemptAction
 from lahar_scheduler.actions.gangreclaim import GangReclaimAction
 from lahar_scheduler.core import load_conf
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo
@@ -315,9 +316,9 @@ def test_priority_unified_evictable() -> None:
     ssn = open_session(objs, make_conf("gangpreempt", [only("priority")]))
     me = ssn.jobs["default/me"]
     cands = [task(ssn, "default/lo-0"), task(ssn, "default/hi-0")]
-    preempt = ssn.unified_evictable(EvictionContext(EvictionKind.GANG_PREEMPT, me, CLUSTER_TOP), cands)
+    preempt = ssn.call(P.UNIFIED_EVICTABLE, EvictionContext(EvictionKind.GANG_PREEMPT, me, CLUSTER_TOP), cands)
     assert [t.name for t in preempt] == ["lo-0"]
-    reclaim = ssn.unified_evictable(EvictionContext(EvictionKind.GANG_RECLAIM, me, CLUSTER_TOP), cands)
+    reclaim = ssn.call(P.UNIFIED_EVICTABLE, EvictionContext(EvictionKind.GANG_RECLAIM, me, CLUSTER_TOP), cands)
     assert [t.name for t in reclaim] == ["lo-0", "hi-0"]
 
 
@@ -334,7 +335,7 @@ def test_conformance_unified_evictable_spares_kube_system() -> None:
     ]
     ssn = open_session(objs, make_conf("gangpreempt", [only("conformance")]))
     ctx = EvictionContext(EvictionKind.GANG_PREEMPT, ssn.jobs["default/me"], CLUSTER_TOP)
-    got = ssn.unified_evictable(ctx, [task(ssn, "kube-system/sys-0"), task(ssn, "default/usr-0")])
+    got = ssn.call(P.UNIFIED_EVICTABLE, ctx, [task(ssn, "kube-system/sys-0"), task(ssn, "default/usr-0")])
     assert [t.name for t in got] == ["usr-0"]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from builders import all_nodes, make_conf, node, open_session, pod, podgroup, queue, scores, task
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.plugins.k8s import scores as kube
 
 ZERO = {
@@ -103,7 +104,7 @@ def test_taint_toleration_normalises_over_the_candidates_only() -> None:
         [*TAINT_NODES, queue("q"), podgroup("pg", queue="q"), pod("in", group="pg", cpu="1", tolerations=TOLERATIONS)],
         only("tainttoleration.weight"),
     )
-    got = ssn.node_order(task(ssn, "default/in"), np.array([0, 1, 2], dtype=np.intp))
+    got = ssn.call(P.NODE_ORDER, task(ssn, "default/in"), np.array([0, 1, 2], dtype=np.intp))
     assert list(got) == [100, 0, 0]  # max over a, b, c is 1
 
 

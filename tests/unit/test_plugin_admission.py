@@ -8,6 +8,7 @@ import pytest
 
 from builders import make_conf, node, only, open_session, pod, podgroup, queue, snapshot
 from lahar_scheduler.core import load_conf, run_session
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.plugins.sla import parse_go_duration
 
@@ -26,7 +27,7 @@ def overcommit_case(min_resources: dict[str, str] | None, factor: float, capabil
     conf = make_conf("enqueue", [only("overcommit", "enableJobEnqueued", **{"overcommit-factor": factor})])
     ssn = open_session(objs, conf)
     job = ssn.jobs["test-namespace/pg1"]
-    ssn.job_enqueued(job)
+    ssn.call(P.JOB_ENQUEUED, job)
     return ssn, job
 
 
@@ -44,7 +45,7 @@ def test_overcommit_table(
     name: str, min_resources: dict[str, str] | None, factor: float, capability: Any, expected: bool
 ) -> None:
     ssn, job = overcommit_case(min_resources, factor, capability)
-    assert ssn.job_enqueueable(job) is expected, name
+    assert ssn.call(P.JOB_ENQUEUEABLE, job) is expected, name
 
 
 def test_overcommit_factor_is_applied() -> None:
@@ -54,7 +55,7 @@ def test_overcommit_factor_is_applied() -> None:
     for factor, admitted in [(1.0, False), (1.2, True)]:
         conf = make_conf("enqueue", [only("overcommit", "enableJobEnqueued", **{"overcommit-factor": factor})])
         ssn = open_session(objs, conf)
-        assert ssn.job_enqueueable(ssn.jobs["default/a"]) is admitted, factor
+        assert ssn.call(P.JOB_ENQUEUEABLE, ssn.jobs["default/a"]) is admitted, factor
 
 
 def test_overcommit_idle_subtracts_used_and_running_reservations() -> None:
@@ -69,9 +70,9 @@ def test_overcommit_idle_subtracts_used_and_running_reservations() -> None:
     ]
     ssn = open_session(objs, make_conf("enqueue", [{"name": "overcommit"}]))
     # idle = 12 − 4 = 8; inqueue 2: 7 + 2 > 8, 6 + 2 ≤ 8 (equal is enough).
-    assert not ssn.job_enqueueable(ssn.jobs["default/new"])
+    assert not ssn.call(P.JOB_ENQUEUEABLE, ssn.jobs["default/new"])
     assert ssn.jobs["default/new"].job_fit_error == "resource in cluster is overused: overused cpu"
-    assert ssn.job_enqueueable(ssn.jobs["default/fits"])
+    assert ssn.call(P.JOB_ENQUEUEABLE, ssn.jobs["default/fits"])
 
 
 def test_overcommit_rejects_bad_factor_types() -> None:
@@ -113,7 +114,7 @@ def sla_permits(objs: list[Any], job: str, now: float, arguments: dict[str, Any]
     if arguments:
         opt["arguments"] = arguments
     ssn = open_session(objs, make_conf("allocate", [opt], [{"name": "gang"}]), now=now)
-    return ssn.job_pipelined(ssn.jobs[job])
+    return ssn.call(P.JOB_PIPELINED, ssn.jobs[job])
 
 
 def test_sla_waiting_time_argument() -> None:
@@ -121,7 +122,7 @@ def test_sla_waiting_time_argument() -> None:
     job1 has waited a day ≥ 3m: Permit."""
     ssn, job1, job2 = sla_session({"sla-waiting-time": "3m"})
     assert ssn.job_order(job1, job2) is True
-    assert ssn.job_enqueueable(job1) is True
+    assert ssn.call(P.JOB_ENQUEUEABLE, job1) is True
     assert sla_permits(sla_objects(), "default/job1", NOW, {"sla-waiting-time": "3m"})
 
 
@@ -131,7 +132,7 @@ def test_sla_without_argument() -> None:
     ssn, job1, job2 = sla_session(None)
     assert ssn.job_order(job1, job2) is False
     assert ssn.job_order(job2, job1) is True
-    assert ssn.job_enqueueable(job1) is True
+    assert ssn.call(P.JOB_ENQUEUEABLE, job1) is True
     assert not sla_permits(sla_objects(), "default/job1", NOW)  # it abstained
     assert sla_permits(sla_objects(), "default/job2", NOW)  # waited a day ≥ 1h
 

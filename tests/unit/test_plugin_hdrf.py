@@ -19,6 +19,7 @@ from lahar.api.codec import decode_object
 from lahar.api.objects import KubeObject, Queue
 from lahar.api.resource import Resource
 from lahar_controller.job import render
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.plugins.hdrf import Attr, Tree, saturated
 
 HIERARCHY, WEIGHTS = "volcano.sh/hierarchy", "volcano.sh/hierarchy-weights"
@@ -210,14 +211,14 @@ def test_reclaim_takes_from_a_queue_that_stays_ahead() -> None:
     # b 4 -> 3 cpu (.75): each of b's pods may go.
     ssn = reclaim_session(0)
     victims = [task(ssn, f"default/b-run{i}") for i in range(4)]
-    assert ssn.reclaimable(task(ssn, "default/a-new"), victims) == victims
+    assert ssn.call(P.RECLAIMABLE, task(ssn, "default/a-new"), victims) == victims
 
 
 def test_reclaim_stops_where_the_reclaimer_would_pass_the_victim() -> None:
     # a holds 2 -> 3 cpu (.75) against b 2 -> 1 (.25): b would fall behind, nothing is given.
     ssn = reclaim_session(2)
     victims = [task(ssn, f"default/b-run{i}") for i in range(2)]
-    assert ssn.reclaimable(task(ssn, "default/a-new"), victims) == []
+    assert ssn.call(P.RECLAIMABLE, task(ssn, "default/a-new"), victims) == []
     # The check left the session's tree as it was.
     drf = next(p for p in ssn.plugins if p.name == "drf")
     assert drf.tree.root.children["a"].attr.share == pytest.approx(0.5)  # type: ignore[attr-defined]

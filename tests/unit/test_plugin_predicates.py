@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from builders import all_nodes, binds, make_conf, node, open_session, passing, pod, podgroup, queue, run, task
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.session import Session
 
 CONF = make_conf("allocate", [{"name": "gang"}, {"name": "predicates"}])
@@ -143,7 +144,7 @@ def test_pod_count_limit_counts_running_and_tentative_pods() -> None:
     assert passing(ssn, "default/in") == {"small", "big"}
     ssn.statement().allocate(task(ssn, "default/in2"), ssn.nodes.by_name["small"])
     assert passing(ssn, "default/in") == {"big"}
-    got = ssn.predicate(task(ssn, "default/in"), all_nodes(ssn))
+    got = ssn.call(P.PREDICATE, task(ssn, "default/in"), all_nodes(ssn))
     assert got.errors.reasons == {"node(s) pod number exceeded": 1}
 
 
@@ -278,7 +279,7 @@ def test_topology_spread_skew_and_missing_label() -> None:
     ssn = session(ZONES, *placed, incoming(labels={"app": "w"}, spread=[spread(app="w")]))
     # zone a holds 2, zone b 0: placing in a would make skew 3 − 0 > 1; the unlabeled node is out.
     assert passing(ssn, "default/in") == {"b1"}
-    got = ssn.predicate(task(ssn, "default/in"), all_nodes(ssn))
+    got = ssn.call(P.PREDICATE, task(ssn, "default/in"), all_nodes(ssn))
     assert got.errors.reasons == {
         "node(s) didn't match pod topology spread constraints": 2,
         "node(s) didn't match pod topology spread constraints (missing required label)": 1,

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from builders import binds, make_conf, node, only, open_session, pod, podgroup, queue, run, snapshot, task
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.proportion import QueueAttr
 
@@ -118,7 +119,7 @@ def test_share_queue_order_and_overused() -> None:
     assert (a.deserved.milli_cpu, b.deserved.milli_cpu) == (2000, 2000)
     assert a.share == pytest.approx(1.5) and b.share == 0
     qa, qb = ssn.queues["qa"], ssn.queues["qb"]
-    assert ssn.overused(qa) and not ssn.overused(qb)
+    assert ssn.call(P.OVERUSED, qa) and not ssn.call(P.OVERUSED, qb)
     # qb has the higher spec.priority: it goes first whatever the shares.
     assert ssn.queue_order(qb, qa)
 
@@ -131,25 +132,25 @@ def test_overused_needs_every_dimension() -> None:
     ssn = open_session(objs, CONF)
     a = attrs(ssn)["qa"]
     assert a.allocated.milli_cpu >= a.deserved.milli_cpu and a.allocated.memory < a.deserved.memory
-    assert not ssn.overused(ssn.queues["qa"])
+    assert not ssn.call(P.OVERUSED, ssn.queues["qa"])
 
 
 def test_allocatable_up_to_deserved_on_requested_dimensions() -> None:
     ssn = open_session(running_objs(), CONF)
     qb = ssn.queues["qb"]
     b0, b1 = task(ssn, "default/b-t-0"), task(ssn, "default/b-t-1")
-    assert ssn.allocatable(qb, b0)
+    assert ssn.call(P.ALLOCATABLE, qb, b0)
     ssn.statement().allocate(b0, ssn.nodes.by_name["n1"])
-    assert not ssn.allocatable(qb, b1)  # 2 + 2 cpu > deserved 2
-    assert not ssn.preemptive(qb, [b1])
+    assert not ssn.call(P.ALLOCATABLE, qb, b1)  # 2 + 2 cpu > deserved 2
+    assert not ssn.call(P.PREEMPTIVE, qb, [b1])
 
 
 def test_closed_queue_is_not_allocatable_nor_enqueueable() -> None:
     objs = [node("n1"), queue("q", state="Closed"), *jobs("q", 1, phase="Pending")]
     ssn = open_session(objs, CONF)
     job = ssn.jobs["default/q-job"]
-    assert not ssn.allocatable(ssn.queues["q"], task(ssn, "default/q-job-t-0"))
-    assert not ssn.job_enqueueable(job)
+    assert not ssn.call(P.ALLOCATABLE, ssn.queues["q"], task(ssn, "default/q-job-t-0"))
+    assert not ssn.call(P.JOB_ENQUEUEABLE, job)
     assert job.job_fit_error == "queue q is Closed"
 
 
@@ -170,12 +171,12 @@ def test_enqueueable_against_real_capability_with_inqueue_and_elastic() -> None:
     assert a.inqueue.milli_cpu == 2000  # 1 (run: 2 − 1 allocated) + 1 (in)
     assert a.allocated.milli_cpu == 1000
     p1, p2, free = (ssn.jobs[f"default/{n}"] for n in ("p1", "p2", "free"))
-    assert ssn.job_enqueueable(p1)  # 1 + 1 + 2 = 4 ≤ 4 cpu; memory 1 + 1 ≤ 4Gi
-    ssn.job_enqueued(p1)
+    assert ssn.call(P.JOB_ENQUEUEABLE, p1)  # 1 + 1 + 2 = 4 ≤ 4 cpu; memory 1 + 1 ≤ 4Gi
+    ssn.call(P.JOB_ENQUEUED, p1)
     assert a.inqueue.milli_cpu == 3000
-    assert not ssn.job_enqueueable(p2)  # 2 + 1 + 3 = 6 > 4
+    assert not ssn.call(P.JOB_ENQUEUEABLE, p2)  # 2 + 1 + 3 = 6 > 4
     assert p2.job_fit_error == "queue resource quota insufficient: insufficient cpu"
-    assert ssn.job_enqueueable(free)  # no minResources
+    assert ssn.call(P.JOB_ENQUEUEABLE, free)  # no minResources
 
 
 def test_enqueue_action_uses_the_vote() -> None:
@@ -208,7 +209,7 @@ def test_reclaimable_takes_victims_while_their_queue_is_over_deserved() -> None:
     assert attrs(ssn)["qa"].deserved.milli_cpu == 2000
     cands = [task(ssn, f"default/a-t-{i}") for i in range(4)]
     # qa holds 4, deserves 2: victims until what remains is within deserved (4 → 3 → 2).
-    got = ssn.reclaimable(task(ssn, "default/b-t-0"), cands)
+    got = ssn.call(P.RECLAIMABLE, task(ssn, "default/b-t-0"), cands)
     assert [t.name for t in got] == ["a-t-0", "a-t-1"]
 
 

@@ -22,6 +22,7 @@ from builders import (
     task,
 )
 from lahar_scheduler.core import load_conf
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.plugins.binpack import parse_binpack_args
 
@@ -99,8 +100,8 @@ def test_binpack_callback_is_vectorised_over_node_indices() -> None:
     t = task(ssn, "c1/p1")
     # Any subset and order of node indices: one score per index, in that order.
     idx = np.array([2, 0], dtype=np.intp)
-    assert ssn.node_order(t, idx) == pytest.approx([0, 700])
-    assert ssn.node_order(t, all_nodes(ssn)) == pytest.approx([700, 137.5, 0])
+    assert ssn.call(P.NODE_ORDER, t, idx) == pytest.approx([0, 700])
+    assert ssn.call(P.NODE_ORDER, t, all_nodes(ssn)) == pytest.approx([700, 137.5, 0])
 
 
 def test_binpack_arguments() -> None:
@@ -138,7 +139,7 @@ def test_binpack_argument_defaults_and_rules() -> None:
 def test_binpack_weight_zero_registers_nothing() -> None:
     conf = make_conf("allocate", [only("binpack", "enableNodeOrder", **{"binpack.weight": 0})])
     ssn = open_session(binpack_objects(), conf)
-    assert not ssn.has("node_order")
+    assert not ssn.has(P.NODE_ORDER)
 
 
 def test_binpack_fills_the_busiest_node_first() -> None:

@@ -17,6 +17,7 @@ from builders import (
     run,
     task,
 )
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.plugins.gang import _skip_for_releasing
@@ -43,12 +44,12 @@ def test_gang_job_valid() -> None:
         pod("roles-a-0", group="roles", cpu="1", labels={"volcano.sh/task-spec": "w"}),
         pod("roles-a-1", group="roles", cpu="1", labels={"volcano.sh/task-spec": "w"}),
     )
-    assert ssn.job_valid(ssn.jobs["default/few"]) == (
+    assert ssn.call(P.JOB_VALID, ssn.jobs["default/few"]) == (
         "NotEnoughTasks",
         "Not enough valid tasks for gang-scheduling, valid: 1, min: 3",
     )
-    assert ssn.job_valid(ssn.jobs["default/ok"]) is None
-    assert ssn.job_valid(ssn.jobs["default/roles"]) == (
+    assert ssn.call(P.JOB_VALID, ssn.jobs["default/ok"]) is None
+    assert ssn.call(P.JOB_VALID, ssn.jobs["default/roles"]) == (
         "NotEnoughPodsOfTask",
         "Not enough valid pods of each task for gang-scheduling",
     )
@@ -63,14 +64,14 @@ def test_gang_ready_pipelined_starving_and_order() -> None:
         pod("b-t-0", group="b", cpu="1", phase="Running", node_name="n"),
     )
     a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
-    assert not ssn.job_ready(a) and ssn.job_ready(b)
-    assert not ssn.job_pipelined(a)
-    assert ssn.job_starving(a) and not ssn.job_starving(b)
+    assert not ssn.call(P.JOB_READY, a) and ssn.call(P.JOB_READY, b)
+    assert not ssn.call(P.JOB_PIPELINED, a)
+    assert ssn.call(P.JOB_STARVING, a) and not ssn.call(P.JOB_STARVING, b)
     # Not-ready jobs go before ready ones, whatever their names.
     assert ssn.job_order(a, b) and not ssn.job_order(b, a)
     stmt = ssn.statement()
     stmt.pipeline(task(ssn, "default/a-t-1"), "n", eviction_occurred=False)
-    assert ssn.job_pipelined(a) and not ssn.job_ready(a) and not ssn.job_starving(a)
+    assert ssn.call(P.JOB_PIPELINED, a) and not ssn.call(P.JOB_READY, a) and not ssn.call(P.JOB_STARVING, a)
 
 
 def test_gang_victims_stop_at_min_member_per_job() -> None:
@@ -84,9 +85,9 @@ def test_gang_victims_stop_at_min_member_per_job() -> None:
         [queue("q"), *objs], make_conf("allocate", [only("gang", "enablePreemptable", "enableReclaimable")])
     )
     cands = [task(ssn, f"default/v-t-{i}") for i in range(4)] + [task(ssn, "default/w-t-0")]
-    got = ssn.preemptable(cands[0], cands)
+    got = ssn.call(P.PREEMPTABLE, cands[0], cands)
     assert [t.name for t in got] == ["v-t-0", "v-t-1"]  # 4 ready − min 2, in candidate order
-    assert [t.name for t in ssn.reclaimable(cands[0], cands)] == ["v-t-0", "v-t-1"]
+    assert [t.name for t in ssn.call(P.RECLAIMABLE, cands[0], cands)] == ["v-t-0", "v-t-1"]
 
 
 def test_gang_close_writes_conditions() -> None:
@@ -196,16 +197,16 @@ def test_priority_orders_and_victims() -> None:
     assert ssn.task_order(t2, t0) and ssn.task_order(t0, t1)
     cands = [t1, t2, task(ssn, "default/lo-t-0"), task(ssn, "default/hi-t-0")]
     # Other jobs: lower job priority only; same job: lower task priority only.
-    assert [t.name for t in ssn.preemptable(t0, cands)] == ["pre-t-1", "lo-t-0"]
+    assert [t.name for t in ssn.call(P.PREEMPTABLE, t0, cands)] == ["pre-t-1", "lo-t-0"]
     # Starving: fewer ready+waiting tasks than tasks.
-    assert ssn.job_starving(pre) and not ssn.job_starving(lo)
+    assert ssn.call(P.JOB_STARVING, pre) and not ssn.call(P.JOB_STARVING, lo)
 
 
 def test_priority_victims_of_an_unknown_preemptor_job() -> None:
     ssn = open_session(priority_objs(), make_conf("allocate", [only("priority", "enablePreemptable")]))
     orphan = TaskInfo(pod("x", group="nope", cpu="1"), "default/nope", *pod_requests(pod("x", cpu="1")))
     # Permits with no victims, which vetoes the tier.
-    assert ssn.preemptable(orphan, [task(ssn, "default/lo-t-0")]) == []
+    assert ssn.call(P.PREEMPTABLE, orphan, [task(ssn, "default/lo-t-0")]) == []
 
 
 def test_priority_in_front_of_gang_cannot_be_overridden_in_its_tier() -> None:
@@ -223,7 +224,7 @@ def test_priority_in_front_of_gang_cannot_be_overridden_in_its_tier() -> None:
     ssn = open_session(objs, conf)
     preemptor = task(ssn, "default/pre-t-0")
     cands = [task(ssn, f"default/hi-t-{i}") for i in range(3)]
-    assert ssn.preemptable(preemptor, cands) == []
+    assert ssn.call(P.PREEMPTABLE, preemptor, cands) == []
 
 
 # -- conformance -----------------------------------------------------------------------------------
@@ -275,8 +276,8 @@ def test_conformance_protects_kube_system_and_critical_pods() -> None:
     ssn = open_session(objs, make_conf("allocate", [only("conformance", "enablePreemptable", "enableReclaimable")]))
     task1, task2 = task(ssn, "kube-system/test-pod"), task(ssn, "test-namespace/test-pod")
     crit, crit2 = task(ssn, "test-namespace/crit"), task(ssn, "test-namespace/crit2")
-    assert ssn.preemptable(task2, [task1, task2]) == [task2]
-    assert ssn.reclaimable(task2, [task1, task2, crit, crit2]) == [task2]
+    assert ssn.call(P.PREEMPTABLE, task2, [task1, task2]) == [task2]
+    assert ssn.call(P.RECLAIMABLE, task2, [task1, task2, crit, crit2]) == [task2]
 
 
 # -- drf -------------------------------------------------------------------------------------------
@@ -323,7 +324,7 @@ def test_drf_preemptable_compares_shares_after_the_move() -> None:
     a0, b0, b1 = task(ssn, "default/a-t-0"), task(ssn, "default/b-t-0"), task(ssn, "default/b-t-1")
     # c after +1 cpu/1Gi: share 0.1 (cpu) / pods 1/10.  a without a-t-0: 0; b without b-t-0: 0.1;
     # then b without b-t-1 as well: 0 (cumulative per job).
-    got = ssn.preemptable(c0, [a0, b0, b1])
+    got = ssn.call(P.PREEMPTABLE, c0, [a0, b0, b1])
     assert got == [b0]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from builders import node, pod, podgroup, queue, snapshot
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import FLAGS, PluginOption, SchedulerConf, Tier
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo
 from lahar_scheduler.framework.predicate import Failure
@@ -30,13 +31,18 @@ def make_session(*tiers: Sequence[Spec], objects: Sequence[Any] = ()) -> Session
 
             def open_(self: Plugin, ssn: Session, callbacks: dict[str, Callable[..., Any]] = callbacks) -> None:
                 for point, fn in callbacks.items():
-                    ssn.add(point, fn)
+                    ssn.add(_point(point), fn)
 
             types[name] = type(name, (Plugin,), {"name": name, "on_session_open": open_})
             opts.append(PluginOption(name, {flag: False for flag in off}))
         conf_tiers.append(Tier(opts))
     conf = SchedulerConf(actions=[], tiers=conf_tiers, configurations={})
     return Session(snapshot(objects), conf, types).open()
+
+
+def _point(name: str) -> P.Point[Any, Any, Any]:
+    """The declared point, or an undeclared one (which ``add`` must refuse)."""
+    return P.POINTS.get(name) or P.Point(name, None, P.notify, "not declared")
 
 
 def const(value: Any, calls: list[str] | None = None, tag: str = "") -> Callable[..., Any]:
@@ -143,9 +149,9 @@ def test_default_task_order_by_pod_index_then_uid() -> None:
 @pytest.mark.parametrize(
     ("point", "call", "flag"),
     [
-        ("allocatable", lambda s, q: s.allocatable(q, None), "enabledAllocatable"),
-        ("job_ready", lambda s, q: s.job_ready(None), "enableJobReady"),
-        ("preemptive", lambda s, q: s.preemptive(q, []), "enablePreemptive"),
+        ("allocatable", lambda s, q: s.call(P.ALLOCATABLE, q, None), "enabledAllocatable"),
+        ("job_ready", lambda s, q: s.call(P.JOB_READY, None), "enableJobReady"),
+        ("preemptive", lambda s, q: s.call(P.PREEMPTIVE, q, []), "enablePreemptive"),
     ],
 )
 def test_all_must_pass(point: str, call: Callable[[Session, Any], bool], flag: str) -> None:
@@ -159,9 +165,11 @@ def test_all_must_pass(point: str, call: Callable[[Session, Any], bool], flag: s
 
 def test_overused_is_any() -> None:
     q = object()
-    assert make_session([("a", {"overused": const(False)}, ())], [("b", {"overused": const(True)}, ())]).overused(q)
-    assert not make_session([("a", {"overused": const(False)}, ())]).overused(q)
-    assert not make_session([("a", {"overused": const(True)}, ("enabledOverused",))]).overused(q)
+    assert make_session([("a", {"overused": const(False)}, ())], [("b", {"overused": const(True)}, ())]).call(
+        P.OVERUSED, q
+    )
+    assert not make_session([("a", {"overused": const(False)}, ())]).call(P.OVERUSED, q)
+    assert not make_session([("a", {"overused": const(True)}, ("enabledOverused",))]).call(P.OVERUSED, q)
 
 
 def test_job_enqueued_notifies_every_enabled_plugin() -> None:
@@ -173,7 +181,7 @@ def test_job_enqueued_notifies_every_enabled_plugin() -> None:
             ("c", {"job_enqueued": const(None, calls, "c")}, ()),
         ],
     )
-    ssn.job_enqueued(None)  # type: ignore[arg-type]
+    ssn.call(P.JOB_ENQUEUED, None)  # type: ignore[arg-type]
     assert calls == ["a", "c"]
 
 
@@ -185,8 +193,8 @@ def test_job_valid_first_failure_and_ignores_flags() -> None:
             ("c", {"job_valid": const(("R2", "x"))}, ()),
         ],
     )
-    assert ssn.job_valid(None) == ("R1", "first")  # type: ignore[arg-type]
-    assert make_session([("a", {"job_valid": const(None)}, ())]).job_valid(None) is None  # type: ignore[arg-type]
+    assert ssn.call(P.JOB_VALID, None) == ("R1", "first")  # type: ignore[arg-type]
+    assert make_session([("a", {"job_valid": const(None)}, ())]).call(P.JOB_VALID, None) is None  # type: ignore[arg-type]
 
 
 # -- votes -------------------------------------------------------------------------------------
@@ -208,7 +216,7 @@ def test_job_valid_first_failure_and_ignores_flags() -> None:
 def test_votes(point: str, tiers: list[list[int]], expected: bool) -> None:
     specs = [[(f"p{t}{i}", {point: const(Vote(v))}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
     ssn = make_session(*specs)
-    assert getattr(ssn, point)(None) is expected
+    assert ssn.call(P.POINTS[point], None) is expected
 
 
 def test_vote_stops_at_first_reject_and_respects_flag() -> None:
@@ -220,7 +228,7 @@ def test_vote_stops_at_first_reject_and_respects_flag() -> None:
             ("c", {"job_pipelined": const(Vote.PERMIT, calls, "c")}, ()),
         ]
     )
-    assert ssn.job_pipelined(None) is False  # type: ignore[arg-type]
+    assert ssn.call(P.JOB_PIPELINED, None) is False  # type: ignore[arg-type]
     assert calls == ["b"]
 
 
@@ -238,7 +246,7 @@ def test_vote_stops_at_first_reject_and_respects_flag() -> None:
 )
 def test_starving(tiers: list[list[bool]], expected: bool) -> None:
     specs = [[(f"p{t}{i}", {"job_starving": const(v)}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
-    assert make_session(*specs).job_starving(None) is expected  # type: ignore[arg-type]
+    assert make_session(*specs).call(P.JOB_STARVING, None) is expected  # type: ignore[arg-type]
 
 
 def test_starving_disabled_plugin_does_not_claim_its_tier() -> None:
@@ -246,7 +254,7 @@ def test_starving_disabled_plugin_does_not_claim_its_tier() -> None:
         [("a", {"job_starving": const(False)}, ("enableJobStarving",))],
         [("b", {"job_starving": const(True)}, ())],
     )
-    assert ssn.job_starving(None) is True  # type: ignore[arg-type]
+    assert ssn.call(P.JOB_STARVING, None) is True  # type: ignore[arg-type]
 
 
 # -- victims: intersection per tier, fall through on empty --------------------------------------
@@ -263,8 +271,7 @@ def victims(got: list[T] | None) -> Callable[..., tuple[list[T], Vote]]:
 def run_victims(point: str, *tiers: Sequence[list[T] | None]) -> list[T]:
     specs = [[(f"p{t}{i}", {point: victims(v)}, ()) for i, v in enumerate(tier)] for t, tier in enumerate(tiers)]
     ssn = make_session(*specs)
-    fn = ssn.preemptable if point == "preemptable" else ssn.reclaimable
-    return fn(None, CANDIDATES)  # type: ignore[arg-type]
+    return ssn.call(P.POINTS[point], None, CANDIDATES)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("point", ["preemptable", "reclaimable"])
@@ -309,8 +316,8 @@ def test_victims_respect_the_enable_flag() -> None:
         ],
         [("c", {"reclaimable": victims([t2])}, ("enableReclaimable",))],
     )
-    assert ssn.preemptable(None, CANDIDATES) == [t1]  # type: ignore[arg-type]
-    assert ssn.reclaimable(None, CANDIDATES) == []  # type: ignore[arg-type]
+    assert ssn.call(P.PREEMPTABLE, None, CANDIDATES) == [t1]  # type: ignore[arg-type]
+    assert ssn.call(P.RECLAIMABLE, None, CANDIDATES) == []  # type: ignore[arg-type]
 
 
 def test_victim_tasks_union_within_first_nonempty_tier() -> None:
@@ -319,7 +326,7 @@ def test_victim_tasks_union_within_first_nonempty_tier() -> None:
         [("b", {"victim_tasks": const([t1, t2])}, ()), ("c", {"victim_tasks": const([t2, t3])}, ())],
         [("d", {"victim_tasks": const([t3])}, ())],
     )
-    assert ssn.victim_tasks(CANDIDATES) == [t1, t2, t3]  # type: ignore[arg-type]
+    assert ssn.call(P.VICTIM_TASKS, CANDIDATES) == [t1, t2, t3]  # type: ignore[arg-type]
 
 
 # -- scores, predicates, best node ---------------------------------------------------------------
@@ -337,9 +344,9 @@ def test_node_order_sums_and_best_node_first_answer() -> None:
         objects=objs,
     )
     idx = np.array([0, 1, 2], dtype=np.intp)
-    assert ssn.node_order(None, idx).tolist() == [1.0, 11.0, 21.0]  # type: ignore[arg-type]
-    assert ssn.best_node(None, idx, np.zeros(3)) == 2  # type: ignore[arg-type]
-    assert make_session([], objects=objs).best_node(None, idx, np.zeros(3)) is None  # type: ignore[arg-type]
+    assert ssn.call(P.NODE_ORDER, None, idx).tolist() == [1.0, 11.0, 21.0]  # type: ignore[arg-type]
+    assert ssn.call(P.BEST_NODE, None, idx, np.zeros(3)) == 2  # type: ignore[arg-type]
+    assert make_session([], objects=objs).call(P.BEST_NODE, None, idx, np.zeros(3)) is None  # type: ignore[arg-type]
 
 
 def test_predicates_all_must_pass_and_failed_nodes_are_not_shown_again() -> None:
@@ -360,7 +367,7 @@ def test_predicates_all_must_pass_and_failed_nodes_are_not_shown_again() -> None
         ],
         objects=[node("n0"), node("n1"), node("n2"), node("n3")],
     )
-    got = ssn.predicate(None, np.arange(4, dtype=np.intp))  # type: ignore[arg-type]
+    got = ssn.call(P.PREDICATE, None, np.arange(4, dtype=np.intp))  # type: ignore[arg-type]
     assert got.passed.tolist() == [0, 3]
     assert seen == [[0, 2, 3]]
     assert got.unresolvable.tolist() == [1]
@@ -370,7 +377,7 @@ def test_predicates_all_must_pass_and_failed_nodes_are_not_shown_again() -> None
 
 def test_pre_predicate_first_error() -> None:
     ssn = make_session([("a", {"pre_predicate": const(None)}, ()), ("b", {"pre_predicate": const("nope")}, ())])
-    assert ssn.pre_predicate(None) == "nope"  # type: ignore[arg-type]
+    assert ssn.call(P.PRE_PREDICATE, None) == "nope"  # type: ignore[arg-type]
 
 
 # -- registration ---------------------------------------------------------------------------------
@@ -381,8 +388,8 @@ def test_registration_rules() -> None:
         make_session([("a", {"no_such_point": const(0)}, ())])
     ssn = make_session([])
     with pytest.raises(RuntimeError, match="on_session_open"):
-        ssn.add("job_order", const(0))
-    assert not ssn.has("job_order")
+        ssn.add(P.JOB_ORDER, const(0))
+    assert not ssn.has(P.JOB_ORDER)
 
 
 def test_event_handlers_fire_in_order() -> None:

@@ -10,12 +10,15 @@ from lahar_scheduler.actions.gangpreempt import GangPreemptAction
 from lahar_scheduler.actions.gangreclaim import GangReclaimAction
 from lahar_scheduler.actions.preempt import PreemptAction
 from lahar_scheduler.actions.reclaim import ReclaimAction
+from lahar_scheduler.actions.reservation import ElectAction, ReserveAction
 from lahar_scheduler.actions.shuffle import ShuffleAction
 from lahar_scheduler.registry import Registry
 
 ACTIONS: Registry[type[Action]] = Registry("action")
 for _action in (
     EnqueueAction,
+    ElectAction,
+    ReserveAction,
     AllocateAction,
     BackfillAction,
     PreemptAction,

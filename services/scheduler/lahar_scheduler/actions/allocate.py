@@ -12,11 +12,12 @@ nodes; scoring them all gives equal or better placements and costs little here).
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lahar_scheduler.actions.base import Action
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
@@ -45,7 +46,7 @@ def filter_nodes(ssn: Session, task: TaskInfo, idx: IntArray, check_fit: bool = 
             errors.add(f.reason, int(f.mask.sum()))
         errors.add_nodes(int((~ok).sum()))
         idx = idx[ok]
-    rest = run_predicates(task, idx, ssn.predicate_callbacks(), [])
+    rest = run_predicates(task, idx, ssn.callbacks(P.PREDICATE), [])
     errors.reasons.update(rest.errors.reasons)
     errors.add_nodes(rest.errors.nodes)
     return Filtered(rest.passed, errors, rest.unresolvable)
@@ -71,7 +72,8 @@ class NodeCaches:
         self.ssn = ssn
         self.table = ssn.nodes
         self.codes = RowCache(ssn.nodes, self._codes, self._code_row)
-        self.callbacks = ssn.predicate_callbacks()
+        # Any: callbacks may offer a ``passes`` fast path beside the point's signature.
+        self.callbacks: list[Any] = ssn.callbacks(P.PREDICATE)
 
     def _code_row(self, task: TaskInfo, i: int) -> float:
         table = self.table
@@ -118,8 +120,8 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
     if len(idx) == 1:
         return int(idx[0])
-    scores = ssn.node_order(task, idx)
-    chosen = ssn.best_node(task, idx, scores)
+    scores = ssn.call(P.NODE_ORDER, task, idx)
+    chosen = ssn.call(P.BEST_NODE, task, idx, scores)
     if chosen is not None:
         return chosen
     ties = np.flatnonzero(scores == scores.max())
@@ -160,7 +162,7 @@ class AllocateAction(Action):
                 if "enqueue" in ssn.enabled_actions:
                     continue
                 job.phase = PodGroupPhase.INQUEUE
-            invalid = ssn.job_valid(job)
+            invalid = ssn.call(P.JOB_VALID, job)
             if invalid is not None:
                 d = ssn.decision(job)
                 d.outcome, d.reason = "invalid", invalid[1]
@@ -182,7 +184,7 @@ class AllocateAction(Action):
             worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks)
         while not queues.empty():
             queue = queues.pop()
-            if ssn.overused(queue):
+            if ssn.call(P.OVERUSED, queue):
                 # Dropped for the rest of the action (as in Volcano): its jobs wait this session.
                 waiting = jobs_by_queue.get(queue.uid)
                 while waiting is not None and not waiting.empty():
@@ -194,7 +196,7 @@ class AllocateAction(Action):
             job = jobs.pop()
             worksheet = worksheets[job.uid]
             stmt = self.allocate_job(ssn, job, queue, worksheet)
-            if stmt is not None and ssn.job_ready(job):
+            if stmt is not None and ssn.call(P.JOB_READY, job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
                 if len(worksheet):
@@ -209,7 +211,7 @@ class AllocateAction(Action):
         all_nodes = ssn.candidate_nodes()
         while not tasks.empty():
             task = tasks.pop()
-            if not ssn.allocatable(queue, task):
+            if not ssn.call(P.ALLOCATABLE, queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
                 ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
@@ -220,7 +222,7 @@ class AllocateAction(Action):
                     f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
                 )
                 continue
-            err = ssn.pre_predicate(task)
+            err = ssn.call(P.PRE_PREDICATE, task)
             if err is not None:
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
@@ -250,11 +252,11 @@ class AllocateAction(Action):
             else:
                 stmt.pipeline(task, node.name, False)
             decision.chosen[task.key] = node.name
-            if ssn.job_ready(job):
+            if ssn.call(P.JOB_READY, job):
                 break
-        if ssn.job_ready(job):
+        if ssn.call(P.JOB_READY, job):
             return stmt
-        if ssn.job_pipelined(job):
+        if ssn.call(P.JOB_PIPELINED, job):
             decision.outcome = "pipelined"
             return stmt
         stmt.discard()

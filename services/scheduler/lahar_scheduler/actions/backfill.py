@@ -7,6 +7,7 @@ from functools import partial
 
 from lahar_scheduler.actions.allocate import filter_nodes, select_best
 from lahar_scheduler.actions.base import Action
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import PriorityQueue
@@ -24,7 +25,7 @@ class BackfillAction(Action):
         all_nodes = ssn.candidate_nodes()
         for task in self._pending(ssn):
             job = ssn.jobs[task.job]
-            err = ssn.pre_predicate(task)
+            err = ssn.call(P.PRE_PREDICATE, task)
             if err is not None:
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
@@ -47,7 +48,7 @@ class BackfillAction(Action):
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None:
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
                 continue
             queue = ssn.queues.get(job.queue)
             if queue is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lahar_scheduler.actions.base import Action
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.session import Session
@@ -32,8 +33,8 @@ class EnqueueAction(Action):
                 continue
             job = pending.pop()
             decision = ssn.decision(job)
-            if job.min_resources is None or ssn.job_enqueueable(job):
-                ssn.job_enqueued(job)
+            if job.min_resources is None or ssn.call(P.JOB_ENQUEUEABLE, job):
+                ssn.call(P.JOB_ENQUEUED, job)
                 job.phase = PodGroupPhase.INQUEUE
                 decision.verdicts["enqueue"] = "admitted"
             else:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lahar.api.resource import Resource
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES, TaskStatus
 
@@ -58,7 +59,7 @@ def preempt_nodes(ssn: Session, task: TaskInfo) -> IntArray:
     if err is not None and err.unresolvable:
         skip = np.array([ssn.nodes.by_name[n].index for n in err.unresolvable if n in ssn.nodes.by_name])
         idx = idx[~np.isin(idx, skip)]
-    filtered = ssn.predicate(task, idx)
+    filtered = ssn.call(P.PREDICATE, task, idx)
     if not len(filtered.unresolvable):
         return idx
     return idx[~np.isin(idx, filtered.unresolvable)]

@@ -25,6 +25,7 @@ from lahar_scheduler.actions.args import typed
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.bundles import Bundle, BundleType, apply_allowed, flatten, job_bundles, total_resreq
 from lahar_scheduler.actions.evictutil import fits_rows, preempt_nodes
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_KEY, TaskStatus
@@ -138,7 +139,7 @@ def nomination_plan(
         plan.discard()
         return None
     plan.merge(trial)
-    if not ssn.job_pipelined(job):
+    if not ssn.call(P.JOB_PIPELINED, job):
         plan.discard()
         return None
     return plan
@@ -155,9 +156,9 @@ def _pipeline_all(
 ) -> bool:
     """Every task must find a node (idle fit first, then future idle, best score) or the trial fails."""
     for task in tasks:
-        if queue is not None and not ssn.allocatable(queue, task):
+        if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
             return False
-        if ssn.pre_predicate(task) is not None:
+        if ssn.call(P.PRE_PREDICATE, task) is not None:
             return False
         rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
         rows = rows[fits_rows(task, ssn.nodes.future[rows])]
@@ -168,7 +169,7 @@ def _pipeline_all(
         if best is None:
             return False
         trial.pipeline(task, ssn.node_list[best].name, evicted)
-    return len(trial) > 0 and (ssn.job_ready(job) or ssn.job_pipelined(job))
+    return len(trial) > 0 and (ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job))
 
 
 # -- the actions ------------------------------------------------------------------------------------
@@ -185,7 +186,7 @@ class GangEvictAction(Action):
         seen: set[str] = set()
         starving: dict[str, PriorityQueue[JobInfo]] = {}
         for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None:
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
                 continue
             queue = ssn.queues.get(job.queue)
             if queue is None:
@@ -193,7 +194,7 @@ class GangEvictAction(Action):
             if queue.uid not in seen:
                 seen.add(queue.uid)
                 queues.push(queue)
-            if ssn.job_starving(job):
+            if ssn.call(P.JOB_STARVING, job):
                 starving.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
         while not queues.empty():
             queue = queues.pop()
@@ -206,7 +207,7 @@ class GangEvictAction(Action):
     def for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
         stmt = ssn.statement()
         self.evict_in_domains(ssn, stmt, queue, job)
-        if ssn.job_pipelined(job):
+        if ssn.call(P.JOB_PIPELINED, job):
             if stmt.has_evictions():
                 ssn.decision(job).verdicts[self.name] = "evicted bundles of other jobs"
                 ssn.result.stats.evicting_commit(self.name)
@@ -255,7 +256,7 @@ class GangEvictAction(Action):
         if not bundles:
             return []
         self.rank(ssn, job, bundles, need)
-        allowed = ssn.unified_evictable(EvictionContext(self.kind, job, domain), flatten(bundles))
+        allowed = ssn.call(P.UNIFIED_EVICTABLE, EvictionContext(self.kind, job, domain), flatten(bundles))
         if not allowed:
             return []
         valid = apply_allowed(bundles, {t.uid for t in allowed})

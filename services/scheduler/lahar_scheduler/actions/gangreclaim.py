@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from lahar_scheduler.actions.bundles import sort_for_reclaim
 from lahar_scheduler.actions.gangevict import GangEvictAction
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionKind
 from lahar_scheduler.framework.types import TaskStatus
 
@@ -27,10 +28,10 @@ class GangReclaimAction(GangEvictAction):
     kind = EvictionKind.GANG_RECLAIM
 
     def queue_may_evict(self, ssn: Session, queue: QueueInfo) -> bool:
-        return not ssn.overused(queue)
+        return not ssn.call(P.OVERUSED, queue)
 
     def job_may_evict(self, ssn: Session, queue: QueueInfo, pending: list[TaskInfo]) -> bool:
-        return ssn.preemptive(queue, pending)
+        return ssn.call(P.PREEMPTIVE, queue, pending)
 
     def candidate(self, ssn: Session, job: JobInfo, task: TaskInfo, victim_job: JobInfo) -> bool:
         if task.status != TaskStatus.RUNNING or not task.preemptable or victim_job.queue == job.queue:

@@ -34,6 +34,7 @@ from lahar_scheduler.actions.evictutil import (
     victims_cover,
 )
 from lahar_scheduler.actions.preempt_topology import topology_preempt
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 from lahar_scheduler.framework.victims import eviction_need, victims_queue
@@ -70,7 +71,7 @@ def eligible(ssn: Session, task: TaskInfo) -> bool:
     node = ssn.nodes.by_name.get(name)
     if node is None:
         return False
-    verdict = ssn.predicate(task, np.array([node.index], dtype=np.intp))
+    verdict = ssn.call(P.PREDICATE, task, np.array([node.index], dtype=np.intp))
     if len(verdict.passed):
         return False  # the nominated node now takes the pod: nothing to preempt for
     if len(verdict.unresolvable):
@@ -113,9 +114,9 @@ class PreemptAction(Action):
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None or job.queue not in ssn.queues:
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None or job.queue not in ssn.queues:
                 continue
-            if not ssn.job_starving(job) or _network_topology(job):
+            if not ssn.call(P.JOB_STARVING, job) or _network_topology(job):
                 continue
             jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
             starving.setdefault(job.queue, []).append(job)
@@ -137,7 +138,7 @@ class PreemptAction(Action):
             # fail the same way, so it is not tried again (state changes only when one succeeds).
             failed: set[tuple[object, ...]] = set()
             pending = tasks[job.uid]
-            while ssn.job_starving(job) and not pending.empty():
+            while ssn.call(P.JOB_STARVING, job) and not pending.empty():
                 preemptor = pending.pop()
                 key = shape_key(preemptor, "jobs")
                 if key in failed:
@@ -146,7 +147,7 @@ class PreemptAction(Action):
                     failed.clear()
                 else:
                     failed.add(key)
-            if ssn.job_pipelined(job):
+            if ssn.call(P.JOB_PIPELINED, job):
                 if stmt.has_evictions():
                     ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
                     ssn.result.stats.evicting_commit("preempt")
@@ -184,7 +185,7 @@ class PreemptAction(Action):
             if preemptor.preemption_policy == NEVER:
                 return self._miss(preemptor, "its preemptionPolicy is Never, so it evicts nothing")
             return self._miss(preemptor, "it waits for its nominated node to free up")
-        err = ssn.pre_predicate(preemptor)
+        err = ssn.call(P.PRE_PREDICATE, preemptor)
         if err is not None:
             return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
@@ -233,7 +234,7 @@ class PreemptAction(Action):
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         for i in _by_score(ssn, preemptor, nodes, possible):
             node = ssn.node_list[i]
-            victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+            victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
                 continue
@@ -260,11 +261,11 @@ class PreemptAction(Action):
 
 def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
     """The queue may take it, the node's future idle holds it, and PredicateFn accepts it."""
-    if not ssn.allocatable(queue, preemptor):
+    if not ssn.call(P.ALLOCATABLE, queue, preemptor):
         return False
     if not fits_vector(preemptor, ssn.nodes.future[node.index]):
         return False
-    return bool(len(ssn.predicate(preemptor, np.array([node.index], dtype=np.intp)).passed))
+    return bool(len(ssn.call(P.PREDICATE, preemptor, np.array([node.index], dtype=np.intp)).passed))
 
 
 def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> list[int]:
@@ -272,7 +273,7 @@ def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray
     if not possible[nodes].any():
         return []
     if len(nodes) > 1:
-        nodes = nodes[np.argsort(-ssn.node_order(task, nodes), kind="stable")]
+        nodes = nodes[np.argsort(-ssn.call(P.NODE_ORDER, task, nodes), kind="stable")]
     return [int(i) for i in nodes if possible[i]]
 
 

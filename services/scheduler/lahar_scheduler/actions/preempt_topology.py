@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.snapshot import parse_time
 from lahar_scheduler.framework.victims import victims_queue
 
@@ -90,7 +91,7 @@ def select_victims(
 ) -> list[TaskInfo] | None:
     """The fewest victims on ``node`` that let the preemptor fit, tried on a clone of the
     preemptor's CycleState; None when there is no such set (or no victim is needed at all)."""
-    victims = ssn.preemptable(preemptor, [t for t in node.tasks.values() if keep(t)])
+    victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
     ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
     if not victims_cover(preemptor, node, victims):
         return None
@@ -101,7 +102,7 @@ def select_victims(
     while not order.empty():
         victim = order.pop()
         removed.append(victim)
-        if ssn.simulate_remove_task(state, preemptor, victim, node) is not None:
+        if ssn.call(P.SIMULATE_REMOVE_TASK, state, preemptor, victim, node) is not None:
             return None
         have += victim.res_vec
         if _fits(ssn, state, queue, preemptor, node, have):
@@ -109,16 +110,16 @@ def select_victims(
     # Only the predicate is required once every victim is gone (kube's SelectVictimsOnNode): a
     # node where the queue still cannot take the preemptor stays a candidate, with every victim
     # kept (none can be reprieved), as in Volcano.
-    if not removed or ssn.simulate_predicate(state, preemptor, node) is not None:
+    if not removed or ssn.call(P.SIMULATE_PREDICATE, state, preemptor, node) is not None:
         return None
     chosen: list[TaskInfo] = []
     for victim in reversed(removed):  # most important first: it is the first to be spared
-        if ssn.simulate_add_task(state, preemptor, victim, node) is not None:
+        if ssn.call(P.SIMULATE_ADD_TASK, state, preemptor, victim, node) is not None:
             return None
         have -= victim.res_vec
         if _fits(ssn, state, queue, preemptor, node, have):
             continue
-        if ssn.simulate_remove_task(state, preemptor, victim, node) is not None:
+        if ssn.call(P.SIMULATE_REMOVE_TASK, state, preemptor, victim, node) is not None:
             return None
         have += victim.res_vec
         chosen.append(victim)
@@ -127,9 +128,9 @@ def select_victims(
 
 def _fits(ssn: Session, state: CycleState, queue: QueueInfo, task: TaskInfo, node: NodeInfo, have: FloatArray) -> bool:
     return (
-        ssn.simulate_allocatable(state, queue, task)
+        ssn.call(P.SIMULATE_ALLOCATABLE, state, queue, task)
         and fits_vector(task, have)
-        and ssn.simulate_predicate(state, task, node) is None
+        and ssn.call(P.SIMULATE_PREDICATE, state, task, node) is None
     )
 
 

@@ -23,6 +23,7 @@ from lahar_scheduler.actions.evictutil import (
     shape_key,
     victims_cover,
 )
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.framework.victims import victims_queue
@@ -46,7 +47,7 @@ class ReclaimAction(Action):
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in ssn.jobs.values():
-            if job.is_pending() or ssn.job_valid(job) is not None:
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
                 continue
             queue = ssn.queues.get(job.queue)
             if queue is None:
@@ -54,12 +55,12 @@ class ReclaimAction(Action):
             if queue.uid not in seen:
                 seen.add(queue.uid)
                 queues.push(queue)
-            if ssn.job_starving(job):
+            if ssn.call(P.JOB_STARVING, job):
                 jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
                 tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
         while not queues.empty():
             queue = queues.pop()
-            if ssn.overused(queue):
+            if ssn.call(P.OVERUSED, queue):
                 # Dropped for the rest of the action (as in Volcano): its starving jobs wait.
                 dropped = jobs.pop(queue.uid, None)
                 while dropped is not None and not dropped.empty():
@@ -82,15 +83,15 @@ class ReclaimAction(Action):
         stmt = ssn.statement()
         failed: set[tuple[object, ...]] = set()
         miss = ""  # why the last task tried found nothing to reclaim
-        while ssn.job_starving(job) and not pending.empty():
+        while ssn.call(P.JOB_STARVING, job) and not pending.empty():
             task = pending.pop()
             if task.preemption_policy == NEVER:
                 miss = f"task {task.name}: its preemptionPolicy is Never, so it evicts nothing"
                 continue
-            if not ssn.preemptive(queue, [task]):
+            if not ssn.call(P.PREEMPTIVE, queue, [task]):
                 miss = f"task {task.name} (asks {task.resreq}): queue {queue.name} may not grow by it (deserved share)"
                 continue
-            err = ssn.pre_predicate(task)
+            err = ssn.call(P.PRE_PREDICATE, task)
             if err is not None:
                 miss = f"task {task.name}: {err}"
                 continue
@@ -105,7 +106,7 @@ class ReclaimAction(Action):
                     f"task {task.name} (asks {task.resreq}): no node where Running pods of other reclaimable "
                     "queues above their deserved share make room"
                 )
-        if ssn.job_pipelined(job):
+        if ssn.call(P.JOB_PIPELINED, job):
             if stmt.has_evictions():
                 ssn.decision(job).verdicts["reclaim"] = "evicted tasks of other queues"
                 ssn.result.stats.evicting_commit("reclaim")
@@ -126,7 +127,7 @@ class ReclaimAction(Action):
             reclaimees = [t for t in node.tasks.values() if _reclaimee(ssn, t, job.queue)]
             if not reclaimees:
                 continue
-            victims = ssn.reclaimable(task, reclaimees)
+            victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
             if not victims_cover(task, node, victims):
                 continue
             if self._evict_until_fits(ssn, stmt, task, node, victims):

@@ -7,6 +7,7 @@ rescheduling provide them in Volcano); each is evicted at once.
 from __future__ import annotations
 
 from lahar_scheduler.actions.base import Action
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import TaskStatus
 
@@ -16,7 +17,7 @@ class ShuffleAction(Action):
 
     def execute(self, ssn: Session) -> None:
         running = [t for job in ssn.jobs.values() for t in job.tasks_in(TaskStatus.RUNNING)]
-        victims = ssn.victim_tasks(running)
+        victims = ssn.call(P.VICTIM_TASKS, running)
         if not victims:
             return
         stmt = ssn.statement()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -21,39 +21,39 @@ from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
-from lahar_scheduler.framework.points import POINTS, consulted
-from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicates
+from lahar_scheduler.framework.plugin import Plugin
+from lahar_scheduler.framework.points import (
+    CYCLE_STATE,
+    JOB_ORDER,
+    JOB_READY,
+    POINTS,
+    PREDICATE,
+    QUEUE_ORDER,
+    TASK_ORDER,
+    VICTIM_QUEUE_ORDER,
+    Chain,
+    Point,
+    consulted,
+    flat,
+)
+from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PodGroupPhase,
     TaskStatus,
-    Vote,
 )
 from lahar_scheduler.framework.why import Why
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.eviction import EvictionContext
-    from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.nodes import IntArray
     from lahar_scheduler.framework.statement import Statement
 
 S = TaskStatus
-
-
-class Plugin:
-    """Base of every plugin: a name, typed arguments, and the two session hooks."""
-
-    name: str = ""
-
-    def __init__(self, arguments: Any) -> None:
-        self.args = arguments
-
-    def on_session_open(self, ssn: Session) -> None:
-        raise NotImplementedError
-
-    def on_session_close(self, ssn: Session) -> None:
-        return None
+Q = ParamSpec("Q")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -145,7 +145,7 @@ class Session:
         self.enabled_actions = frozenset(conf.actions)
         self.result = SessionResult()
         self._registered: dict[str, dict[str, Any]] = {name: {} for name in POINTS}
-        self._chains: dict[str, list[list[Any]]] = {}
+        self._chains: dict[str, Chain] = {}
         self._handlers: list[EventHandler] = []
         self._touched: dict[int, tuple[TaskInfo, TaskStatus, str]] = {}
         self._unscored: dict[int, TaskInfo] = {}  # victims evicted in a Statement (see set_scored)
@@ -202,125 +202,65 @@ class Session:
         if took is not None:
             self.result.stats.plugin_seconds[(plugin, hook)] = took
 
-    # -- registration ---------------------------------------------------------------------
-    def add(self, point: str, fn: Any) -> None:
+    # -- registration and dispatch --------------------------------------------------------
+    def add(self, point: Point[Q, T, Any], fn: Callable[Q, T]) -> None:
         """Register a plugin callback for an extension point (from ``on_session_open``)."""
-        if point not in POINTS:
-            raise KeyError(f"unknown extension point {point!r}")
+        if POINTS.get(point.name) is not point:
+            raise KeyError(f"unknown extension point {point.name!r}")
         if self._option is None:
             raise RuntimeError("callbacks are registered from on_session_open")
-        self._registered[point][self._option.name] = fn
-        self._chains.pop(point, None)
+        self._registered[point.name][self._option.name] = fn
+        self._chains.pop(point.name, None)
+
+    def call(self, point: Point[Q, Any, R], *args: Q.args, **kwargs: Q.kwargs) -> R:
+        """Dispatch to the point's callbacks, combined by the point's rule."""
+        if kwargs:
+            raise TypeError(f"{point.name}: callbacks take positional arguments only")
+        return point.combine(self._chain(point), args)
+
+    def callbacks(self, point: Point[Q, T, Any]) -> list[Callable[Q, T]]:
+        """The consulted callbacks in tier order (for actions that cache per-node verdicts)."""
+        return flat(self._chain(point))
+
+    def has(self, point: Point[Any, Any, Any]) -> bool:
+        return any(self._chain(point))
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self._handlers.append(handler)
 
-    def _chain(self, point: str) -> list[list[Any]]:
+    def _chain(self, point: Point[Any, Any, Any]) -> Chain:
         """Callbacks per tier, in plugin order, with the point's enable flag applied."""
-        chain = self._chains.get(point)
+        chain = self._chains.get(point.name)
         if chain is None:
-            flag = POINTS[point].flag
-            registered = self._registered[point]
-            chain = []
-            for tier in self.conf.tiers:
-                fns = [
-                    registered[opt.name]
-                    for opt in tier.plugins
-                    if opt.name in registered and consulted(flag, opt.enabled)
-                ]
-                chain.append(fns)
-            self._chains[point] = chain
+            registered = self._registered[point.name]
+            chain = [
+                [registered[o.name] for o in tier.plugins if o.name in registered and consulted(point.flag, o.enabled)]
+                for tier in self.conf.tiers
+            ]
+            self._chains[point.name] = chain
         return chain
 
-    def has(self, point: str) -> bool:
-        return any(self._chain(point))
-
-    def _flat(self, point: str) -> Iterable[Any]:
-        for fns in self._chain(point):
-            yield from fns
-
-    # -- combination rules ----------------------------------------------------------------
-    def _first_nonzero(self, point: str, *args: Any) -> int:
-        for fn in self._flat(point):
-            r = fn(*args)
-            if r != 0:
-                return int(r)
-        return 0
-
-    def _all(self, point: str, *args: Any) -> bool:
-        return all(fn(*args) for fn in self._flat(point))
-
-    def _any(self, point: str, *args: Any) -> bool:
-        return any(fn(*args) for fn in self._flat(point))
-
-    def _vote(self, point: str, *args: Any) -> bool:
-        for fns in self._chain(point):
-            permit = False
-            for fn in fns:
-                vote = fn(*args)
-                if vote < 0:
-                    return False
-                if vote > 0:
-                    permit = True
-            if permit:
-                return True
-        return True
-
-    def _victims(self, point: str, preemptor: TaskInfo | EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Per tier, intersect the lists of plugins that did not abstain; first non-empty wins."""
-        for fns in self._chain(point):
-            victims: list[TaskInfo] | None = None
-            init = False
-            for fn in fns:
-                got, vote = fn(preemptor, candidates)
-                if vote == Vote.ABSTAIN:
-                    continue
-                if not got:
-                    # A plugin that permits but names no victim vetoes the rest of its tier
-                    # (Volcano breaks out of the tier loop here); without this, the next plugin
-                    # would re-seed the list and undo the veto, e.g. priority's "nothing lower"
-                    # overridden by gang's list.  The walk falls through to the next tier.
-                    victims = None
-                    break
-                if not init:
-                    victims = list(got)
-                    init = True
-                else:
-                    keep = {id(t) for t in got}
-                    assert victims is not None
-                    victims = [t for t in victims if id(t) in keep]
-                if not victims:
-                    # Volcano's quirk: an empty intersection re-seeds from the next plugin.
-                    init = False
-            if victims:
-                return victims
-        return []
-
-    # -- extension points -------------------------------------------------------------------
+    # -- orders, with the framework's defaults behind the plugins' opinions ----------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> bool:
         return self._job_cmp(left, right) < 0
 
     def _job_cmp(self, left: JobInfo, right: JobInfo) -> int:
-        r = self._first_nonzero("job_order", left, right)
+        r = self.call(JOB_ORDER, left, right)
         if r:
             return r
         return _by_creation(left.creation, left.uid, right.creation, right.uid)
-
-    def job_order_plugins(self, left: JobInfo, right: JobInfo) -> int:
-        """The plugins' job comparison alone, 0 when they tie (Volcano's JobOrderCompareFn)."""
-        return self._first_nonzero("job_order", left, right)
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> bool:
         return self._queue_cmp(left, right) < 0
 
     def _queue_cmp(self, left: QueueInfo, right: QueueInfo) -> int:
-        r = self._first_nonzero("queue_order", left, right)
+        r = self.call(QUEUE_ORDER, left, right)
         if r:
             return r
         return _by_creation(left.creation, left.uid, right.creation, right.uid)
 
     def victim_queue_order(self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo) -> bool:
-        r = self._first_nonzero("victim_queue_order", left, right, preemptor)
+        r = self.call(VICTIM_QUEUE_ORDER, left, right, preemptor)
         if r:
             return r < 0
         return not self.queue_order(left, right)
@@ -329,135 +269,26 @@ class Session:
         return self._task_cmp(left, right) < 0
 
     def _task_cmp(self, left: TaskInfo, right: TaskInfo) -> int:
-        r = self._first_nonzero("task_order", left, right)
+        r = self.call(TASK_ORDER, left, right)
         if r:
             return r
         return compare_task(left, right)
-
-    def overused(self, queue: QueueInfo) -> bool:
-        return self._any("overused", queue)
-
-    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return self._all("allocatable", queue, task)
-
-    def preemptive(self, queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
-        return self._all("preemptive", queue, tasks)
-
-    def job_ready(self, job: JobInfo) -> bool:
-        return self._all("job_ready", job)
-
-    def job_pipelined(self, job: JobInfo) -> bool:
-        return self._vote("job_pipelined", job)
-
-    def job_enqueueable(self, job: JobInfo) -> bool:
-        return self._vote("job_enqueueable", job)
-
-    def job_enqueued(self, job: JobInfo) -> None:
-        for fn in self._flat("job_enqueued"):
-            fn(job)
-
-    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
-        """None when valid, else (reason, message) of the first failing plugin."""
-        for fn in self._flat("job_valid"):
-            result = fn(job)
-            if result is not None:
-                return result  # type: ignore[no-any-return]
-        return None
-
-    def job_starving(self, job: JobInfo) -> bool:
-        for fns in self._chain("job_starving"):
-            if fns:
-                return all(fn(job) for fn in fns)
-        return False
-
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("preemptable", preemptor, candidates)
-
-    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        return self._victims("reclaimable", reclaimer, candidates)
-
-    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Gang-aware victim filter: a whole job's candidates, combined like ``preemptable``."""
-        return self._victims("unified_evictable", ctx, candidates)
-
-    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
-        for fns in self._chain("victim_tasks"):
-            seen: dict[int, TaskInfo] = {}
-            for fn in fns:
-                for t in fn(tasks):
-                    seen[id(t)] = t
-            if seen:
-                return list(seen.values())
-        return []
-
-    def pre_predicate(self, task: TaskInfo) -> str | None:
-        for fn in self._flat("pre_predicate"):
-            err = fn(task)
-            if err:
-                return str(err)
-        return None
 
     # -- simulation for topology-aware preemption (state from cycle_state, cloned per node) --
     def cycle_state(self, task: TaskInfo) -> CycleState:
         """A fresh CycleState for ``task``, as the plugins' PrePredicate would have left it."""
         state = CycleState()
-        for fn in self._flat("cycle_state"):
-            fn(task, state)
+        self.call(CYCLE_STATE, task, state)
         return state
-
-    def _first_error(self, point: str, *args: Any) -> str | None:
-        for fn in self._flat(point):
-            err = fn(*args)
-            if err:
-                return str(err)
-        return None
-
-    def simulate_allocatable(self, state: CycleState, queue: QueueInfo, task: TaskInfo) -> bool:
-        return self._all("simulate_allocatable", state, queue, task)
-
-    def simulate_predicate(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> str | None:
-        return self._first_error("simulate_predicate", state, task, node)
-
-    def simulate_add_task(self, state: CycleState, preemptor: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
-        return self._first_error("simulate_add_task", state, preemptor, task, node)
-
-    def simulate_remove_task(
-        self, state: CycleState, preemptor: TaskInfo, task: TaskInfo, node: NodeInfo
-    ) -> str | None:
-        return self._first_error("simulate_remove_task", state, preemptor, task, node)
-
-    def predicate_callbacks(self) -> list[Any]:
-        return list(self._flat("predicate"))
-
-    def allocatable_callbacks(self) -> list[Any]:
-        return list(self._flat("allocatable"))
 
     def predicates_local(self, task: TaskInfo) -> bool:
         """True when every predicate's verdict on a node depends only on that node and the task,
         so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""
-        for fn in self._flat("predicate"):
+        for fn in self.callbacks(PREDICATE):
             local = getattr(fn, "is_local", None)
             if local is None or not local(task):
                 return False
         return True
-
-    def predicate(self, task: TaskInfo, idx: IntArray) -> Filtered:
-        """PredicateFn over many nodes at once (plugins only, no resource check)."""
-        return run_predicates(task, idx, self.predicate_callbacks(), [])
-
-    def node_order(self, task: TaskInfo, idx: IntArray) -> FloatArray:
-        """Σ of every node-order callback's scores over ``idx``."""
-        total = np.zeros(len(idx))
-        for fn in self._flat("node_order"):
-            total += fn(task, idx)
-        return total
-
-    def best_node(self, task: TaskInfo, idx: IntArray, scores: FloatArray) -> int | None:
-        for fn in self._flat("best_node"):
-            choice = fn(task, idx, scores)
-            if choice is not None:
-                return int(choice)
-        return None
 
     # -- task moves (used by Statement and by backfill's direct allocate) ------------------
     def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
@@ -506,7 +337,7 @@ class Session:
         self.move(task, S.ALLOCATED, node.name)
         self.fire_allocate(task)
         job = self.jobs[task.job]
-        if self.job_ready(job):
+        if self.call(JOB_READY, job):
             for t in list(job.tasks_in(S.ALLOCATED)):
                 self.dispatch(t)
 
@@ -536,10 +367,10 @@ class Session:
         return why or Why("allocate", "overused", f"queue {queue.name} is overused: allocate skips it")
 
     def _why_from(self, point: str, method: str, *args: Any) -> Why | None:
-        consulted_fns = {id(fn) for fn in self._flat(point)}
+        consulted_fns = {id(fn) for fn in flat(self._chain(POINTS[point]))}
         registered = self._registered[point]
         for plugin in self.plugins:
-            fn = registered.get(plugin.name)
+            fn: Any = registered.get(plugin.name)
             explain = getattr(plugin, method, None)
             if fn is None or id(fn) not in consulted_fns or explain is None:
                 continue

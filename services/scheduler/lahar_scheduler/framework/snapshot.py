@@ -20,6 +20,7 @@ from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Que
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
+from lahar_scheduler.framework.reservation import Reservation
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"volcano", "lahar"})
@@ -104,6 +105,7 @@ class Snapshot:
         resource_quotas: Iterable[ResourceQuota] = (),
     ) -> None:
         self.now = now
+        self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from lahar.api.resource import IGNORED_SCALARS, Resource, resource_max
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def victim_less(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo, TaskIn
         if preemptor_job is not None and lj.queue != rj.queue:
             queues = ssn.queues
             return ssn.victim_queue_order(queues[lj.queue], queues[rj.queue], queues[preemptor_job.queue])
-        cmp = ssn.job_order_plugins(lj, rj)
+        cmp = ssn.call(P.JOB_ORDER, lj, rj)
         if cmp:
             return cmp > 0
         return not ssn.task_order(left, right)
@@ -93,7 +94,7 @@ def eviction_need(ssn: Session, queue: QueueInfo, task: TaskInfo) -> Resource | 
     """What evictions from ``queue`` must free before it may take ``task`` (the largest shortfall
     of its allocatable callbacks per dimension); None when some callback cannot tell."""
     need = Resource()
-    for fn in ssn.allocatable_callbacks():
+    for fn in ssn.callbacks(P.ALLOCATABLE):
         shortfall = getattr(fn, "shortfall", None)
         if shortfall is None:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lahar_scheduler.framework.conf import ArgsParser, args_parser
-from lahar_scheduler.framework.session import Plugin
+from lahar_scheduler.framework.plugin import Plugin
 from lahar_scheduler.plugins.binpack import BinpackPlugin
 from lahar_scheduler.plugins.capacity import CapacityPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
@@ -16,6 +16,7 @@ from lahar_scheduler.plugins.overcommit import OvercommitPlugin
 from lahar_scheduler.plugins.predicates import PredicatesPlugin
 from lahar_scheduler.plugins.priority import PriorityPlugin
 from lahar_scheduler.plugins.proportion import ProportionPlugin
+from lahar_scheduler.plugins.reservation import ReservationPlugin
 from lahar_scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from lahar_scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from lahar_scheduler.plugins.sla import SlaPlugin
@@ -36,6 +37,7 @@ for _plugin in (
     ResourceStrategyFitPlugin,
     CapacityPlugin,
     ResourceQuotaPlugin,
+    ReservationPlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
@@ -61,7 +63,7 @@ def argument_parsers() -> dict[str, ArgsParser]:
     out: dict[str, ArgsParser] = {}
     for name, cls in PLUGINS.items():
         custom: Any = getattr(cls, "parse_args", None)
-        out[name] = custom if custom is not None else args_parser(cls.Args)  # type: ignore[attr-defined]
+        out[name] = custom if custom is not None else args_parser(cls.Args)
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from lahar_scheduler.framework.session import Plugin
+from lahar_scheduler.framework.plugin import Plugin
 
 
 class NoArgs(msgspec.Struct, forbid_unknown_fields=True):

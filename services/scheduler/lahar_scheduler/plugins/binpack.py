@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.base import Plugin
@@ -136,4 +137,4 @@ class BinpackPlugin(Plugin):
             lambda task, rows: binpack_scores(table, task, rows, args.resources, args.weight),
             lambda task, i: binpack_row(table, task, i, args.resources, args.weight),
         )
-        ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])
+        ssn.add(P.NODE_ORDER, lambda task, idx: cache.get(task.template_key, task)[idx])

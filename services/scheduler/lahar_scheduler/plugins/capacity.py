@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from lahar.api.resource import Resource, resource_max
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
@@ -96,19 +97,19 @@ class CapacityPlugin(Plugin):
             attrs = {}
         self.attrs = attrs
         victims = CapacityVictims(ssn, attrs, self.ready, self.hierarchy, self.level)
-        ssn.add("queue_order", self.queue_order)
+        ssn.add(P.QUEUE_ORDER, self.queue_order)
         if self.hierarchy:
-            ssn.add("victim_queue_order", self.victim_queue_order)
-        ssn.add("reclaimable", victims.reclaimable)
-        ssn.add("unified_evictable", victims.unified_evictable)
-        ssn.add("preemptive", victims.preemptive)
-        ssn.add("allocatable", AllocatableWithBound(self.allocatable, self.shortfall))
-        ssn.add("job_enqueueable", self.enqueueable)
-        ssn.add("job_enqueued", self.enqueued)
-        ssn.add("cycle_state", self.cycle_state)
-        ssn.add("simulate_add_task", lambda state, _, task, node: self._simulate_move(state, task, +1))
-        ssn.add("simulate_remove_task", lambda state, _, task, node: self._simulate_move(state, task, -1))
-        ssn.add("simulate_allocatable", self.simulate_allocatable)
+            ssn.add(P.VICTIM_QUEUE_ORDER, self.victim_queue_order)
+        ssn.add(P.RECLAIMABLE, victims.reclaimable)
+        ssn.add(P.UNIFIED_EVICTABLE, victims.unified_evictable)
+        ssn.add(P.PREEMPTIVE, victims.preemptive)
+        ssn.add(P.ALLOCATABLE, AllocatableWithBound(self.allocatable, self.shortfall))
+        ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
+        ssn.add(P.JOB_ENQUEUED, self.enqueued)
+        ssn.add(P.CYCLE_STATE, self.cycle_state)
+        ssn.add(P.SIMULATE_ADD_TASK, lambda state, _, task, node: self._simulate_move(state, task, +1))
+        ssn.add(P.SIMULATE_REMOVE_TASK, lambda state, _, task, node: self._simulate_move(state, task, -1))
+        ssn.add(P.SIMULATE_ALLOCATABLE, self.simulate_allocatable)
         ssn.add_event_handler(EventHandler(lambda t: self._account(t, +1), lambda t: self._account(t, -1)))
 
     def on_session_close(self, ssn: Session) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from lahar.api.resource import Resource
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
@@ -49,10 +50,10 @@ class DrfPlugin(Plugin):
         self.tree: Tree | None = None
         if opt is not None and opt.flags.get("enableHierarchy", False):
             self.tree = self._build_tree()
-            ssn.add("queue_order", self.queue_order)
-            ssn.add("reclaimable", self.reclaimable)
-        ssn.add("preemptable", self.preemptable)
-        ssn.add("job_order", self.job_order)
+            ssn.add(P.QUEUE_ORDER, self.queue_order)
+            ssn.add(P.RECLAIMABLE, self.reclaimable)
+        ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.JOB_ORDER, self.job_order)
         ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
     # -- the share of each job ----------------------------------------------------------------

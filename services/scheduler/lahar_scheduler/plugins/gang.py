@@ -3,6 +3,8 @@ minTaskMember) can run together; it offers victims only above minMember."""
 
 from __future__ import annotations
 
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
@@ -17,38 +19,35 @@ class GangPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        def job_valid(job: JobInfo) -> tuple[str, str] | None:
-            invalid = _job_valid(job)
-            if invalid is not None:
-                ssn.explain(job, invalid_why(job))
-            return invalid
+        self.ssn = ssn
+        ssn.add(P.JOB_VALID, self.job_valid)
+        ssn.add(P.PREEMPTABLE, self.evictable)
+        ssn.add(P.RECLAIMABLE, self.evictable)
+        ssn.add(P.UNIFIED_EVICTABLE, _unified_evictable)
+        ssn.add(P.JOB_ORDER, _job_order)
+        ssn.add(P.JOB_READY, _job_ready)
+        ssn.add(P.JOB_PIPELINED, _job_pipelined)
+        ssn.add(P.JOB_STARVING, _job_starving)
 
-        ssn.add("job_valid", job_valid)
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        invalid = _job_valid(job)
+        if invalid is not None:
+            self.ssn.explain(job, invalid_why(job))
+        return invalid
 
-        def evictable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            occupied: dict[str, int] = {}
-            victims = []
-            for t in preemptees:
-                job = ssn.jobs.get(t.job)
-                if job is None:
-                    continue
-                left = occupied.setdefault(job.uid, job.ready_num())
-                if left > job.min_available:
-                    occupied[job.uid] = left - 1
-                    victims.append(t)
-            return victims, Vote.PERMIT
-
-        ssn.add("preemptable", evictable)
-        ssn.add("reclaimable", evictable)
-        # Gang-aware eviction keeps minMember through its safe/whole bundles: permit every candidate.
-        ssn.add("unified_evictable", lambda _ctx, candidates: (candidates, Vote.PERMIT))
-        ssn.add("job_order", _job_order)
-        ssn.add("job_ready", lambda job: job.check_task_ready() and job.is_ready())
-        ssn.add(
-            "job_pipelined",
-            lambda job: Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT,
-        )
-        ssn.add("job_starving", lambda job: job.is_starving())
+    def evictable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Victims only above each job's minMember: a gang is never broken by eviction."""
+        occupied: dict[str, int] = {}
+        victims = []
+        for t in preemptees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            left = occupied.setdefault(job.uid, job.ready_num())
+            if left > job.min_available:
+                occupied[job.uid] = left - 1
+                victims.append(t)
+        return victims, Vote.PERMIT
 
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats
@@ -110,6 +109,18 @@ def invalid_why(job: JobInfo) -> Why:
     )
 
 
+def _job_ready(job: JobInfo) -> bool:
+    return job.check_task_ready() and job.is_ready()
+
+
+def _job_pipelined(job: JobInfo) -> Vote:
+    return Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT
+
+
+def _job_starving(job: JobInfo) -> bool:
+    return job.is_starving()
+
+
 def _job_order(left: JobInfo, right: JobInfo) -> int:
     lr, rr = left.is_ready(), right.is_ready()
     if lr == rr:
@@ -140,3 +151,8 @@ def fit_error(ssn: Session, job: JobInfo) -> str:
             return err.error(len(ssn.node_list))
     pending = job.count(S.PENDING)
     return f"{pending} Pending, {job.min_available} minAvailable, pod group is not ready"
+
+
+def _unified_evictable(_ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    """Gang-aware eviction keeps minMember through its safe/whole bundles: permit every candidate."""
+    return candidates, Vote.PERMIT

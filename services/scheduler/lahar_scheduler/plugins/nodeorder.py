@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.plugins.base import Plugin
@@ -52,14 +53,14 @@ class NodeOrderPlugin(Plugin):
         self._taint_raw: dict[bytes, IntArray] = {}
         self.with_affinity = sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t))
 
-        def on_allocate(task: TaskInfo) -> None:
-            if _has_pod_affinity(task):
-                self.with_affinity += 1
-
         # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
         self._local = RowCache(self.table, self._local_scores, self._local_row)
-        ssn.add("node_order", self.score)
-        ssn.add_event_handler(EventHandler(on_allocate, None))
+        ssn.add(P.NODE_ORDER, self.score)
+        ssn.add_event_handler(EventHandler(self.on_allocate, None))
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        if _has_pod_affinity(task):
+            self.with_affinity += 1
 
     def _local_scores(self, task: TaskInfo, rows: IntArray) -> FloatArray:
         w, table = self.w, self.table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from lahar.api.resource import Resource
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import PodGroupPhase, Vote
@@ -56,22 +57,24 @@ class OvercommitPlugin(Plugin):
                 inqueue.add(deduct_gated(job, min_resources(job)))
             elif job.phase == PodGroupPhase.RUNNING and job.allocated_num() >= pg.spec.min_member:
                 inqueue.add(inqueue_resource(job, job.allocated))
+        self.ssn, self.factor = ssn, factor
         self.idle, self.inqueue = idle, inqueue
+        ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
+        ssn.add(P.JOB_ENQUEUED, self.enqueued)
 
-        def enqueueable(job: JobInfo) -> Vote:
-            if job.min_resources is None:
-                return Vote.PERMIT
-            minimum = min_resources(job)
-            ok, short = inqueue.clone().add(minimum).less_equal_in(idle, minimum)
-            if ok:
-                return Vote.PERMIT
-            job.job_fit_error = f"resource in cluster is overused: overused {', '.join(short)}"
-            ssn.explain(job, overcommit_why(ssn.total_resource, factor, idle, inqueue, minimum, short))
-            return Vote.REJECT
+    def enqueueable(self, job: JobInfo) -> Vote:
+        """Admit a job while the admitted minResources fit the cluster × overcommit-factor."""
+        if job.min_resources is None:
+            return Vote.PERMIT
+        minimum = min_resources(job)
+        ok, short = self.inqueue.clone().add(minimum).less_equal_in(self.idle, minimum)
+        if ok:
+            return Vote.PERMIT
+        job.job_fit_error = f"resource in cluster is overused: overused {', '.join(short)}"
+        why = overcommit_why(self.ssn.total_resource, self.factor, self.idle, self.inqueue, minimum, short)
+        self.ssn.explain(job, why)
+        return Vote.REJECT
 
-        def enqueued(job: JobInfo) -> None:
-            if job.min_resources is not None:
-                inqueue.add(deduct_gated(job, min_resources(job)))
-
-        ssn.add("job_enqueueable", enqueueable)
-        ssn.add("job_enqueued", enqueued)
+    def enqueued(self, job: JobInfo) -> None:
+        if job.min_resources is not None:
+            self.inqueue.add(deduct_gated(job, min_resources(job)))

@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from lahar.api.objects import LabelSelector, Pod, PodAffinityTerm, Taint, Toleration
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
@@ -210,38 +211,38 @@ class PredicatesPlugin(Plugin):
         # task do not count until its next pre_predicate; the pod count is read live.
         self._gone: set[int] = set()
 
-        def on_allocate(task: TaskInfo) -> None:
-            # Entries whose task left its node are skipped when read (they have no node_name).
-            if _required_terms(task.pod, anti=True):
-                self.anti[id(task)] = task
-            node = self.table.by_name.get(task.node_name)
-            if node is not None:
-                self.pods[node.index] += 1
-                self._node_of[id(task)] = node.index
-            self._gone.discard(id(task))
-
-        def on_deallocate(task: TaskInfo) -> None:
-            # An un-allocated task has lost its node name by now: use where it was allocated.
-            index = self._node_of.pop(id(task), None)
-            if index is None:
-                node = self.table.by_name.get(task.node_name)
-                index = node.index if node is not None else None
-            if index is not None:
-                self.pods[index] -= 1
-            # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
-            self._gone.add(id(task))
-
-        def pre_predicate(task: TaskInfo) -> str | None:
-            if self._gone or self.topo.hidden:
-                self.topo.hidden = set(self._gone)
-            if self.opts.node_affinity and node_names_conflict(task.pod):
-                return f"plugin NodeAffinity pre-predicates failed {NODE_AFFINITY_CONFLICT}"
-            return None
-
-        ssn.add("predicate", _Callback(self))
-        ssn.add("pre_predicate", pre_predicate)
-        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
+        ssn.add(P.PREDICATE, _Callback(self))
+        ssn.add(P.PRE_PREDICATE, self.pre_predicate)
+        ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
         register_simulation(ssn, self)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        # Entries whose task left its node are skipped when read (they have no node_name).
+        if _required_terms(task.pod, anti=True):
+            self.anti[id(task)] = task
+        node = self.table.by_name.get(task.node_name)
+        if node is not None:
+            self.pods[node.index] += 1
+            self._node_of[id(task)] = node.index
+        self._gone.discard(id(task))
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        # An un-allocated task has lost its node name by now: use where it was allocated.
+        index = self._node_of.pop(id(task), None)
+        if index is None:
+            node = self.table.by_name.get(task.node_name)
+            index = node.index if node is not None else None
+        if index is not None:
+            self.pods[index] -= 1
+        # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
+        self._gone.add(id(task))
+
+    def pre_predicate(self, task: TaskInfo) -> str | None:
+        if self._gone or self.topo.hidden:
+            self.topo.hidden = set(self._gone)
+        if self.opts.node_affinity and node_names_conflict(task.pod):
+            return f"plugin NodeAffinity pre-predicates failed {NODE_AFFINITY_CONFLICT}"
+        return None
 
     def is_local(self, task: TaskInfo) -> bool:
         """Verdicts on node n depend only on node n unless affinity or spreading is involved."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches
 
@@ -92,10 +93,10 @@ def register_simulation(ssn: Session, plugin: PredicatesPlugin) -> None:
             return None
         return affinity_failure(plugin, view, task.pod, node.index)
 
-    ssn.add("cycle_state", cycle_state)
-    ssn.add("simulate_remove_task", remove_task)
-    ssn.add("simulate_add_task", add_task)
-    ssn.add("simulate_predicate", predicate)
+    ssn.add(P.CYCLE_STATE, cycle_state)
+    ssn.add(P.SIMULATE_REMOVE_TASK, remove_task)
+    ssn.add(P.SIMULATE_ADD_TASK, add_task)
+    ssn.add(P.SIMULATE_PREDICATE, predicate)
 
 
 def _view(state: CycleState) -> AffinityView | None:

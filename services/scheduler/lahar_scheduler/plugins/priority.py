@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
-
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
@@ -21,41 +20,45 @@ class PriorityPlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add("task_order", lambda left, right: _desc(left.priority, right.priority))
-        ssn.add("job_order", lambda left, right: _desc(left.priority, right.priority))
+        self.ssn = ssn
+        ssn.add(P.TASK_ORDER, _by_priority)
+        ssn.add(P.JOB_ORDER, _by_priority)
+        ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.UNIFIED_EVICTABLE, self.unified_evictable)
+        ssn.add(P.JOB_STARVING, _starving)
 
-        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            pjob = ssn.jobs.get(preemptor.job)
-            if pjob is None:
-                return [], Vote.PERMIT
-            victims = []
-            for t in preemptees:
-                job = ssn.jobs.get(t.job)
-                if job is None:
-                    continue
-                if job.uid != pjob.uid:
-                    if job.priority < pjob.priority:
-                        victims.append(t)
-                elif t.priority < preemptor.priority:
+    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Gang reclaim is about fairness between queues, so priority lets every candidate go; gang
+        preempt may take only tasks of jobs below the preemptor job's priority."""
+        if ctx.kind is EvictionKind.GANG_RECLAIM:
+            return candidates, Vote.PERMIT
+        victims = []
+        for t in candidates:
+            job = self.ssn.jobs.get(t.job)
+            if job is not None and job.priority < ctx.job.priority:
+                victims.append(t)
+        return victims, Vote.PERMIT
+
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Other jobs' tasks of lower job priority; within the job, tasks of lower pod priority."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        if pjob is None:
+            return [], Vote.PERMIT
+        victims = []
+        for t in preemptees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None:
+                continue
+            if job.uid != pjob.uid:
+                if job.priority < pjob.priority:
                     victims.append(t)
-            return victims, Vote.PERMIT
-
-        ssn.add("preemptable", preemptable)
-        ssn.add("unified_evictable", partial(_unified_evictable, ssn))
-        ssn.add("job_starving", _starving)
+            elif t.priority < preemptor.priority:
+                victims.append(t)
+        return victims, Vote.PERMIT
 
 
-def _unified_evictable(ssn: Session, ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-    """Gang reclaim is about fairness between queues, so priority lets every candidate go; gang
-    preempt may take only tasks of jobs below the preemptor job's priority."""
-    if ctx.kind is EvictionKind.GANG_RECLAIM:
-        return candidates, Vote.PERMIT
-    victims = []
-    for t in candidates:
-        job = ssn.jobs.get(t.job)
-        if job is not None and job.priority < ctx.job.priority:
-            victims.append(t)
-    return victims, Vote.PERMIT
+def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:
+    return _desc(left.priority, right.priority)
 
 
 def _starving(job: JobInfo) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from lahar.api.resource import Dim, Resource, exceeded_part, resource_max, same
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
@@ -22,6 +23,7 @@ from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, que
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
 from lahar_scheduler.plugins.queueshare import (
+    deduct_gated,
     dominant_share,
     elastic_resources,
     job_inqueue,
@@ -101,20 +103,32 @@ class ProportionPlugin(Plugin):
     Args = ProportionArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        total = ssn.total_resource
-        total_guarantee = Resource()
+        self.ssn = ssn
+        self.total = ssn.total_resource
+        self.total_guarantee = Resource()
         for q in ssn.queues.values():
             if q.guarantee is not None:
-                total_guarantee.add(q.guarantee)
+                self.total_guarantee.add(q.guarantee)
+        self.attrs = self._queue_attrs(ssn)
+        water_fill(self.attrs, self.total)
+        ssn.add(P.QUEUE_ORDER, self.queue_order)
+        ssn.add(P.RECLAIMABLE, self.reclaimable)
+        ssn.add(P.OVERUSED, self.overused)
+        ssn.add(P.ALLOCATABLE, allocatable_callback(self.attrs, self.queue_allocatable))
+        ssn.add(P.PREEMPTIVE, self.queue_allocatable)
+        ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
+        ssn.add(P.JOB_ENQUEUED, self.enqueued)
+        ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
+        register_simulation(ssn, self.attrs)
+
+    def _queue_attrs(self, ssn: Session) -> dict[str, QueueAttr]:
+        """Each queue with jobs: what it holds, asks and has admitted."""
         attrs: dict[str, QueueAttr] = {}
         for job in ssn.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
-                q = ssn.queues[job.queue]
-                real, cap = _real_capability(total, total_guarantee, q)
-                guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
-                attr = attrs[job.queue] = QueueAttr(q.name, q.weight, guarantee, real, cap)
-                attr.pool = Pool("the cluster", total, total_guarantee)
+                attr = attrs[job.queue] = self._new_attr(ssn.queues[job.queue])
+                attr.pool = Pool("the cluster", self.total, self.total_guarantee)
             allocated, request = job_usage(job)
             attr.allocated.add(allocated)
             attr.request.add(request)
@@ -122,92 +136,83 @@ class ProportionPlugin(Plugin):
             if inqueue is not None:
                 attr.inqueue.add(inqueue)
             attr.elastic.add(elastic_resources(job))
-        water_fill(attrs, total)
-        self.attrs = attrs
-        self.total, self.total_guarantee = total, total_guarantee
+        return attrs
 
-        def queue_order(left: QueueInfo, right: QueueInfo) -> int:
-            if left.priority != right.priority:
-                return right.priority - left.priority
-            ls, rs = attrs[left.uid].share, attrs[right.uid].share
-            return 0 if ls == rs else (-1 if ls < rs else 1)
+    def _new_attr(self, q: QueueInfo) -> QueueAttr:
+        real, cap = _real_capability(self.total, self.total_guarantee, q)
+        guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
+        return QueueAttr(q.name, q.weight, guarantee, real, cap)
 
-        def reclaimable(_: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            left: dict[str, Resource] = {}
-            victims = []
-            for t in reclaimees:
-                job = ssn.jobs.get(t.job)
-                if job is None or job.queue not in attrs:
-                    continue
-                attr = attrs[job.queue]
-                allocated = left.setdefault(job.queue, attr.allocated.clone())
-                if not allocated.less_equal(attr.deserved, Dim.ZERO):
-                    allocated.sub(t.resreq)
-                    victims.append(t)
-            return victims, Vote.PERMIT
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        if left.priority != right.priority:
+            return right.priority - left.priority
+        ls, rs = self.attrs[left.uid].share, self.attrs[right.uid].share
+        return 0 if ls == rs else (-1 if ls < rs else 1)
 
-        def overused(queue: QueueInfo) -> bool:
-            attr = attrs[queue.uid]
-            return attr.deserved.less_equal(attr.allocated, Dim.ZERO)
+    def reclaimable(self, _: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        left: dict[str, Resource] = {}
+        victims = []
+        for t in reclaimees:
+            job = self.ssn.jobs.get(t.job)
+            if job is None or job.queue not in self.attrs:
+                continue
+            attr = self.attrs[job.queue]
+            allocated = left.setdefault(job.queue, attr.allocated.clone())
+            if not allocated.less_equal(attr.deserved, Dim.ZERO):
+                allocated.sub(t.resreq)
+                victims.append(t)
+        return victims, Vote.PERMIT
 
-        def queue_allocatable(queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
-            if not queue.is_open():
-                return False
-            attr = attrs[queue.uid]
-            req = Resource()
-            for t in tasks:
-                req.add(t.resreq)
-            ok, _ = attr.allocated.clone().add(req).less_equal_in(attr.deserved, req)
-            return ok
+    def overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs[queue.uid]
+        return attr.deserved.less_equal(attr.allocated, Dim.ZERO)
 
-        def enqueueable(job: JobInfo) -> Vote:
-            queue = ssn.queues[job.queue]
-            if not queue.is_open():
-                job.job_fit_error = f"queue {queue.name} is {queue.state}"
-                ssn.explain(job, queue_state_why("enqueue", self.name, queue.name, queue.state))
-                return Vote.REJECT
-            if job.min_resources is None:
-                return Vote.PERMIT
-            attr = attrs[job.queue]
-            minimum = min_resources(job)
-            used = attr.allocated.clone().add(attr.inqueue).sub(attr.elastic)
-            ok, short = used.clone().add(minimum).less_equal_in(attr.real_capability, minimum)
-            if ok:
-                return Vote.PERMIT
-            job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
-            ssn.explain(job, capability_why("enqueue", self.name, attr, minimum, used, short))
+    def queue_allocatable(self, queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
+        if not queue.is_open():
+            return False
+        attr = self.attrs[queue.uid]
+        req = Resource()
+        for t in tasks:
+            req.add(t.resreq)
+        ok, _ = attr.allocated.clone().add(req).less_equal_in(attr.deserved, req)
+        return ok
+
+    def enqueueable(self, job: JobInfo) -> Vote:
+        queue = self.ssn.queues[job.queue]
+        if not queue.is_open():
+            job.job_fit_error = f"queue {queue.name} is {queue.state}"
+            self.ssn.explain(job, queue_state_why("enqueue", self.name, queue.name, queue.state))
             return Vote.REJECT
+        if job.min_resources is None:
+            return Vote.PERMIT
+        attr = self.attrs[job.queue]
+        minimum = min_resources(job)
+        used = attr.allocated.clone().add(attr.inqueue).sub(attr.elastic)
+        ok, short = used.clone().add(minimum).less_equal_in(attr.real_capability, minimum)
+        if ok:
+            return Vote.PERMIT
+        job.job_fit_error = f"queue resource quota insufficient: insufficient {', '.join(short)}"
+        self.ssn.explain(job, capability_why("enqueue", self.name, attr, minimum, used, short))
+        return Vote.REJECT
 
-        def enqueued(job: JobInfo) -> None:
-            if job.min_resources is None or job.queue not in attrs:
-                return
-            from lahar_scheduler.plugins.queueshare import deduct_gated
+    def enqueued(self, job: JobInfo) -> None:
+        if job.min_resources is None or job.queue not in self.attrs:
+            return
+        self.attrs[job.queue].inqueue.add(deduct_gated(job, min_resources(job)))
 
-            attrs[job.queue].inqueue.add(deduct_gated(job, min_resources(job)))
+    def on_allocate(self, task: TaskInfo) -> None:
+        job = self.ssn.jobs.get(task.job)
+        if job is not None and job.queue in self.attrs:
+            attr = self.attrs[job.queue]
+            attr.allocated.add(task.resreq)
+            attr.update_share()
 
-        def on_allocate(task: TaskInfo) -> None:
-            job = ssn.jobs.get(task.job)
-            if job is not None and job.queue in attrs:
-                attr = attrs[job.queue]
-                attr.allocated.add(task.resreq)
-                attr.update_share()
-
-        def on_deallocate(task: TaskInfo) -> None:
-            job = ssn.jobs.get(task.job)
-            if job is not None and job.queue in attrs:
-                attr = attrs[job.queue]
-                attr.allocated.sub(task.resreq)
-                attr.update_share()
-
-        ssn.add("queue_order", queue_order)
-        ssn.add("reclaimable", reclaimable)
-        ssn.add("overused", overused)
-        ssn.add("allocatable", allocatable_callback(attrs, queue_allocatable))
-        ssn.add("preemptive", queue_allocatable)
-        ssn.add("job_enqueueable", enqueueable)
-        ssn.add("job_enqueued", enqueued)
-        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
-        register_simulation(ssn, attrs)
+    def on_deallocate(self, task: TaskInfo) -> None:
+        job = self.ssn.jobs.get(task.job)
+        if job is not None and job.queue in self.attrs:
+            attr = self.attrs[job.queue]
+            attr.allocated.sub(task.resreq)
+            attr.update_share()
 
     def on_session_close(self, ssn: Session) -> None:
         """Every queue's numbers for Volcano's queue metrics; a queue without jobs holds and asks
@@ -215,9 +220,7 @@ class ProportionPlugin(Plugin):
         for q in ssn.queues.values():
             attr = self.attrs.get(q.uid)
             if attr is None:
-                real, cap = _real_capability(self.total, self.total_guarantee, q)
-                guarantee = q.guarantee.clone() if q.guarantee is not None else Resource()
-                attr = QueueAttr(q.name, q.weight, guarantee, real, cap)
+                attr = self._new_attr(q)
                 overused = False  # Volcano asks overused only of queues with jobs
             else:
                 overused = attr.deserved.less_equal(attr.allocated, Dim.ZERO)

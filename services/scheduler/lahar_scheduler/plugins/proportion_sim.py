@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lahar.api.resource import Resource
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
 from lahar_scheduler.framework.victims import AllocatableWithBound, excess
 
@@ -82,7 +83,7 @@ def register_simulation(ssn: Session, attrs: Attrs) -> None:
     def remove_task(state: CycleState, _: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
         return move(state, task, -1)
 
-    ssn.add("cycle_state", cycle_state)
-    ssn.add("simulate_allocatable", allocatable)
-    ssn.add("simulate_add_task", add_task)
-    ssn.add("simulate_remove_task", remove_task)
+    ssn.add(P.CYCLE_STATE, cycle_state)
+    ssn.add(P.SIMULATE_ALLOCATABLE, allocatable)
+    ssn.add(P.SIMULATE_ADD_TASK, add_task)
+    ssn.add(P.SIMULATE_REMOVE_TASK, remove_task)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.plugins.base import Plugin
@@ -126,4 +127,4 @@ class ResourceStrategyFitPlugin(Plugin):
         table = ssn.nodes
         if weight > 0:
             cache = RowCache(table, lambda task, rows: strategy_scores(table, task, rows, resources, weight))
-            ssn.add("node_order", lambda task, idx: cache.get(task.template_key, task)[idx])
+            ssn.add(P.NODE_ORDER, lambda task, idx: cache.get(task.template_key, task)[idx])

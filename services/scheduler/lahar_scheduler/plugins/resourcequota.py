@@ -17,6 +17,7 @@ import msgspec
 
 from lahar.api.objects import ResourceList, ResourceQuotaStatus
 from lahar.api.quantity import format_quantity
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -79,32 +80,32 @@ class ResourceQuotaPlugin(Plugin):
     Args = ResourceQuotaArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        pending: dict[str, Amounts] = {}  # namespace → minResources of jobs admitted this session
+        self.ssn = ssn
+        self.pending: dict[str, Amounts] = {}  # namespace → minResources of jobs admitted this session
+        ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
+        ssn.add(P.JOB_ENQUEUED, self.enqueued)
 
-        def enqueueable(job: JobInfo) -> Vote:
-            pg = job.podgroup
-            if pg is None or pg.spec.min_resources is None:
-                return Vote.PERMIT
-            quotas = ssn.snapshot.quotas.get(job.namespace)
-            if not quotas:
-                return Vote.PERMIT
-            req = amounts(pg.spec.min_resources)
-            held = pending.get(job.namespace, {})
-            for name, st in sorted(quotas.items()):
-                short = exceeded(req, amounts(st.used), held, amounts(st.hard))
-                if short:
-                    # Volcano records an event only; the condition keeps its generic text.
-                    ssn.explain(job, quota_why(job.namespace, name, short, req, st, held))
-                    return Vote.REJECT
+    def enqueueable(self, job: JobInfo) -> Vote:
+        pg = job.podgroup
+        if pg is None or pg.spec.min_resources is None:
             return Vote.PERMIT
+        quotas = self.ssn.snapshot.quotas.get(job.namespace)
+        if not quotas:
+            return Vote.PERMIT
+        req = amounts(pg.spec.min_resources)
+        held = self.pending.get(job.namespace, {})
+        for name, st in sorted(quotas.items()):
+            short = exceeded(req, amounts(st.used), held, amounts(st.hard))
+            if short:
+                # Volcano records an event only; the condition keeps its generic text.
+                self.ssn.explain(job, quota_why(job.namespace, name, short, req, st, held))
+                return Vote.REJECT
+        return Vote.PERMIT
 
-        def enqueued(job: JobInfo) -> None:
-            pg = job.podgroup
-            if pg is None or pg.spec.min_resources is None or job.namespace not in ssn.snapshot.quotas:
-                return
-            held = pending.setdefault(job.namespace, {})
-            for name, value in amounts(pg.spec.min_resources).items():
-                held[name] = held.get(name, Fraction(0)) + value
-
-        ssn.add("job_enqueueable", enqueueable)
-        ssn.add("job_enqueued", enqueued)
+    def enqueued(self, job: JobInfo) -> None:
+        pg = job.podgroup
+        if pg is None or pg.spec.min_resources is None or job.namespace not in self.ssn.snapshot.quotas:
+            return
+        held = self.pending.setdefault(job.namespace, {})
+        for name, value in amounts(pg.spec.min_resources).items():
+            held[name] = held.get(name, Fraction(0)) + value

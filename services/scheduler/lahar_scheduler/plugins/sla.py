@@ -6,6 +6,7 @@ import re
 
 import msgspec
 
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.snapshot import parse_time
@@ -49,48 +50,49 @@ class SlaPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         args: SlaArgs = self.args or SlaArgs()
         default = parse_go_duration(args.sla_waiting_time) if args.sla_waiting_time else None
-        if default is not None and default <= 0:
-            default = None
+        self.ssn = ssn
+        self.default = default if default is not None and default > 0 else None
+        ssn.add(P.JOB_ORDER, self.job_order)
+        ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
+        ssn.add(P.JOB_PIPELINED, self.pipelined)
 
-        def waiting(job: JobInfo) -> float | None:
-            if job.waiting_time:
-                own = parse_go_duration(job.waiting_time)
-                if own is not None:
-                    return own
-            return default
+    def waiting(self, job: JobInfo) -> float | None:
+        """The job's own sla-waiting-time annotation, else the plugin's argument, else none."""
+        if job.waiting_time:
+            own = parse_go_duration(job.waiting_time)
+            if own is not None:
+                return own
+        return self.default
 
-        def job_order(left: JobInfo, right: JobInfo) -> int:
-            lw, rw = waiting(left), waiting(right)
-            if lw is None:
-                return 0 if rw is None else 1
-            if rw is None:
-                return -1
-            ld, rd = parse_time(left.creation) + lw, parse_time(right.creation) + rw
-            return -1 if ld < rd else (1 if ld > rd else 0)
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        """Earlier deadline first; jobs without a waiting time after those with one."""
+        lw, rw = self.waiting(left), self.waiting(right)
+        if lw is None:
+            return 0 if rw is None else 1
+        if rw is None:
+            return -1
+        ld, rd = parse_time(left.creation) + lw, parse_time(right.creation) + rw
+        return -1 if ld < rd else (1 if ld > rd else 0)
 
-        def permit(job: JobInfo) -> Vote:
-            w = waiting(job)
-            if w is None or ssn.now - parse_time(job.creation) < w:
-                return Vote.ABSTAIN
-            return Vote.PERMIT
+    def _permit(self, job: JobInfo) -> Vote:
+        w = self.waiting(job)
+        if w is None or self.ssn.now - parse_time(job.creation) < w:
+            return Vote.ABSTAIN
+        return Vote.PERMIT
 
-        def enqueueable(job: JobInfo) -> Vote:
-            vote = permit(job)
-            w = waiting(job)
-            if w is not None:
-                ssn.note(job, _enqueue_note(ssn.now - parse_time(job.creation), w, vote))
-            return vote
+    def enqueueable(self, job: JobInfo) -> Vote:
+        vote = self._permit(job)
+        w = self.waiting(job)
+        if w is not None:
+            self.ssn.note(job, _enqueue_note(self.ssn.now - parse_time(job.creation), w, vote))
+        return vote
 
-        def pipelined(job: JobInfo) -> Vote:
-            vote = permit(job)
-            w = waiting(job)
-            if vote == Vote.PERMIT and w is not None:
-                ssn.note(job, _reserve_note(job, ssn.now - parse_time(job.creation), w))
-            return vote
-
-        ssn.add("job_order", job_order)
-        ssn.add("job_enqueueable", enqueueable)
-        ssn.add("job_pipelined", pipelined)
+    def pipelined(self, job: JobInfo) -> Vote:
+        vote = self._permit(job)
+        w = self.waiting(job)
+        if vote == Vote.PERMIT and w is not None:
+            self.ssn.note(job, _reserve_note(job, self.ssn.now - parse_time(job.creation), w))
+        return vote
 
 
 def duration(seconds: float) -> str:
