@@ -35,7 +35,7 @@ from lahar_scheduler.actions.bundles import (
     sort_for_preempt,
     sort_for_reclaim,
 )
-from lahar_scheduler.actions.gangevict import CLUSTER_TOP, parse_args, pick_domains
+from lahar_scheduler.actions.gangevict import CLUSTER_TOP, nomination_plan, parse_args, pick_domains, worksheet
 from lahar_scheduler.actions.gangpreempt import GangPreemptAction
 from lahar_scheduler.actions.gangreclaim import GangReclaimAction
 from lahar_scheduler.core import load_conf
@@ -433,3 +433,86 @@ def test_gangreclaim_takes_the_whole_gang_of_an_over_share_queue() -> None:
 def test_gangreclaim_leaves_a_queue_that_is_not_reclaimable() -> None:
     result = run(reclaim_cluster(False), make_conf("gangreclaim", RECLAIM_TIER))
     assert result.evictions == [] and result.pipelined == {}
+
+
+# -- the dry run (utils/simulate_test.go) -------------------------------------------------------
+
+
+def plan_session(*objs: KubeObject) -> Any:
+    base: list[KubeObject] = [queue("q"), podgroup("job", queue="q", min_member=1, phase="Inqueue")]
+    return open_session([*base, *objs], make_conf("gangpreempt", [only("gang", "enableJobPipelined")]))
+
+
+def test_plan_pipelines_the_pending_task() -> None:
+    # simulate_test.go TestBuildNominationPlanInDomain_Success: one operation.
+    ssn = plan_session(node("n1", "2", "4Gi"), pod("t1", group="job", cpu="1"))
+    plan = nomination_plan(ssn, None, ssn.jobs["default/job"], ssn.candidate_nodes(), [], "test")
+    assert plan is not None and len(plan) == 1
+    assert task(ssn, "default/t1").node_name == "n1"
+
+
+def test_plan_with_a_victim_evicts_then_pipelines() -> None:
+    # TestBuildNominationPlanInDomain_WithVictimIncludesEvictAndPipeline: two operations.
+    ssn = plan_session(
+        node("n1", "3", "4Gi"),
+        pod("t1", group="job", cpu="1"),
+        podgroup("victim", queue="q", phase="Running"),
+        pod("v1", group="victim", cpu="1", node_name="n1", phase="Running"),
+    )
+    victim = task(ssn, "default/v1")
+    plan = nomination_plan(ssn, None, ssn.jobs["default/job"], ssn.candidate_nodes(), [victim], "test")
+    assert plan is not None and len(plan) == 2
+    assert str(victim.status) == "Releasing"
+    assert task(ssn, "default/t1").eviction_occurred
+
+
+def test_plan_without_a_feasible_node_rolls_everything_back() -> None:
+    # TestBuildNominationPlanInDomain_NoFeasibleNode and _PipelineFailureRollsBackEviction: the
+    # victim frees 1 cpu but the task needs 3, so nothing is kept.
+    ssn = plan_session(
+        node("n1", "2", "4Gi"),
+        pod("t1", group="job", cpu="3"),
+        podgroup("victim", queue="q", phase="Running"),
+        pod("v1", group="victim", cpu="1", node_name="n1", phase="Running"),
+    )
+    victim, t1 = task(ssn, "default/v1"), task(ssn, "default/t1")
+    assert nomination_plan(ssn, None, ssn.jobs["default/job"], ssn.candidate_nodes(), [victim], "test") is None
+    assert (str(victim.status), victim.node_name) == ("Running", "n1")
+    assert (str(t1.status), t1.node_name) == ("Pending", "")
+
+
+def test_plan_prefers_idle_over_future_idle() -> None:
+    # TestBuildNominationPlanInDomain_PrefersIdleNodeOverFutureIdle: n-future has 2 cpu only once
+    # its releasing pod goes; n-idle has them now.
+    ssn = plan_session(
+        node("n-future", "2", "4Gi"),
+        node("n-idle", "2", "4Gi"),
+        pod("t1", group="job", cpu="1"),
+        podgroup("gone", queue="q", phase="Running"),
+        pod("r1", group="gone", cpu="2", node_name="n-future", phase="Running", deleting=True),
+    )
+    plan = nomination_plan(ssn, None, ssn.jobs["default/job"], ssn.candidate_nodes(), [], "test")
+    assert plan is not None
+    assert task(ssn, "default/t1").node_name == "n-idle"
+
+
+def test_plan_needs_pending_work() -> None:
+    # TestBuildNominationPlanInDomain_Guards / TestCollectPendingTasksForJobStartup_EmptyWorksheetReturnsNil.
+    ssn = plan_session(node("n1", "2", "4Gi"), pod("t1", group="job", cpu="1", node_name="n1", phase="Running"))
+    assert worksheet(ssn, ssn.jobs["default/job"]) == []
+    assert nomination_plan(ssn, None, ssn.jobs["default/job"], ssn.candidate_nodes(), [], "test") is None
+
+
+def test_worksheet_follows_task_order() -> None:
+    # TestCollectPendingTasksForJobStartup_WorksheetOrder: t1 (higher priority) before t2.
+    ssn = open_session(
+        [
+            node("n1", "2", "4Gi"),
+            queue("q"),
+            podgroup("job", queue="q", min_member=1),
+            pod("t2", group="job", cpu="1", priority=1),
+            pod("t1", group="job", cpu="1", priority=5),
+        ],
+        make_conf("gangpreempt", [only("priority", "enableTaskOrder")]),
+    )
+    assert [t.name for t in worksheet(ssn, ssn.jobs["default/job"])] == ["t1", "t2"]
