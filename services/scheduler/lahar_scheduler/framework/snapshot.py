@@ -9,14 +9,26 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
 import numpy as np
 
 from lahar.api.codec import enc_hook
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota, ResourceQuotaStatus
+from lahar.api.objects import (
+    DeviceClass,
+    Namespace,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceClaim,
+    ResourceQuota,
+    ResourceQuotaStatus,
+    ResourceSlice,
+)
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
@@ -87,6 +99,15 @@ def _shape_key(pod: Pod) -> bytes:
     return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
 
 
+@dataclass
+class DraObjects:
+    """Dynamic resource allocation's objects: claims by ``namespace/name``, slices, classes by name."""
+
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+
+
 class Snapshot:
     """Everything a session reads.  ``space`` fixes the resource dimensions of the node arrays."""
 
@@ -103,8 +124,10 @@ class Snapshot:
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
+        dra: DraObjects | None = None,
     ) -> None:
         self.now = now
+        self.dra = dra if dra is not None else DraObjects()
         self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
