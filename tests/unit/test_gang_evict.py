@@ -516,3 +516,10 @@ def test_worksheet_follows_task_order() -> None:
         make_conf("gangpreempt", [only("priority", "enableTaskOrder")]),
     )
     assert [t.name for t in worksheet(ssn, ssn.jobs["default/job"])] == ["t1", "t2"]
+
+
+def test_a_starving_job_gang_actions_cannot_help_gets_a_note() -> None:
+    # What `lahar explain` shows for the job (Volcano logs it; we keep it with the decision).
+    result = run(reclaim_cluster(False), make_conf("gangreclaim", RECLAIM_TIER))
+    notes = result.decisions["default/starved"].notes
+    assert any(n.startswith("gangreclaim: starving (0 of minMember 2 placed)") for n in notes)
