@@ -28,10 +28,6 @@ class DrfArgs(msgspec.Struct, forbid_unknown_fields=True):
     pass
 
 
-def _order(left: float, right: float) -> int:
-    return 0 if left == right else (-1 if left < right else 1)
-
-
 class DrfPlugin(Plugin):
     name = "drf"
     Args = DrfArgs
@@ -39,13 +35,14 @@ class DrfPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.total = ssn.total_resource
+        self.names = self.total.names()
         self.attrs: dict[str, Attr] = {}
         for job in ssn.jobs.values():
             held = Resource()
             for status in ALLOCATED_STATUSES:
                 for t in job.tasks_in(status):
                     held.add(t.resreq)
-            self.attrs[job.uid] = Attr(held, dominant_share(held, self.total))
+            self.attrs[job.uid] = Attr(held, self.dominant(held))
         opt = ssn.conf.plugin(self.name)
         self.tree: Tree | None = None
         if opt is not None and opt.flags.get("enableHierarchy", False):
@@ -62,10 +59,12 @@ class DrfPlugin(Plugin):
         return {uid: attr.share for uid, attr in self.attrs.items()}
 
     def dominant(self, held: Resource) -> float:
-        return dominant_share(held, self.total)
+        return dominant_share(held, self.total, self.names)
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
-        return _order(self.attrs[left.uid].share, self.attrs[right.uid].share)
+        attrs = self.attrs
+        ls, rs = attrs[left.uid].share, attrs[right.uid].share
+        return 0 if ls == rs else (-1 if ls < rs else 1)
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         mine = self.attrs.get(preemptor.job)
@@ -85,19 +84,21 @@ class DrfPlugin(Plugin):
         return victims, Vote.PERMIT
 
     def on_allocate(self, task: TaskInfo) -> None:
-        self._moved(task, +1)
+        attr = self.attrs.get(task.job)
+        if attr is not None:
+            attr.allocated.add(task.resreq)
+            self._moved(task, attr, +1)
 
     def on_deallocate(self, task: TaskInfo) -> None:
-        self._moved(task, -1)
-
-    def _moved(self, task: TaskInfo, sign: int) -> None:
         attr = self.attrs.get(task.job)
-        if attr is None:
-            return
-        (attr.allocated.add if sign > 0 else attr.allocated.sub)(task.resreq)
+        if attr is not None:
+            attr.allocated.sub(task.resreq)
+            self._moved(task, attr, -1)
+
+    def _moved(self, task: TaskInfo, attr: Attr, sign: int) -> None:
         attr.share = self.dominant(attr.allocated)
-        if self.tree is not None:
-            tree = self.tree
+        tree = self.tree
+        if tree is not None:
             (tree.allocated.add if sign > 0 else tree.allocated.sub)(task.resreq)
             tree.refresh(self._place(tree, self.ssn.jobs[task.job], attr))
 

@@ -27,10 +27,11 @@ class Attr:
         return Attr(self.allocated.clone(), self.share)
 
 
-def dominant_share(allocated: Resource, total: Resource) -> float:
-    """The largest ratio held over the cluster's resources (Volcano's calculateShare)."""
+def dominant_share(allocated: Resource, total: Resource, names: list[str] | None = None) -> float:
+    """The largest ratio held over the cluster's resources (Volcano's calculateShare);
+    ``names``: the cluster's resource names, when the caller has them at hand."""
     best = 0.0
-    for name in total.names():
+    for name in total.names() if names is None else names:
         s = share(allocated.get(name), total.get(name))
         if s > best:
             best = s
