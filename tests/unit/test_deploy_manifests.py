@@ -75,6 +75,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "priorityclasses",
             "namespaces",
             "resourcequotas",
+            "poddisruptionbudgets",
             "commands",
             "cronjobs",
             "persistentvolumeclaims",
@@ -84,6 +85,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "batchjobs",
             "jobflows",
             "jobtemplates",
+            "numatopologies",
         )
     },
     "binder": {

@@ -184,16 +184,16 @@ def test_volcano_jobs_and_resource_quotas_are_reported_as_ignored(simulate: Run)
 def test_plugins_volcano_has_and_lahar_lacks_are_left_out_with_a_warning(simulate: Run) -> None:
     conf = simulate.tmp_path / "conf.yaml"
     conf.write_text(
-        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: numa-aware\n"
-        "- plugins:\n  - name: predicates\n  - name: tdm\n"
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n"
+        "- plugins:\n  - name: predicates\n  - name: rescheduling\n"
     )
     code, out, warnings = simulate([NODE, queue("default"), podgroup("pg"), pod("p", "pg")], "--conf", str(conf))
     assert code == 0 and out["binds"] == {"ml/p": "n1"}
     assert warnings == [
-        f"{conf}: tiers[0].plugins[1].name: plugin 'numa-aware' is not supported yet "
-        "(NUMA topology aware placement (cpu manager policies)); left out of this run",
-        f"{conf}: tiers[1].plugins[1].name: plugin 'tdm' is not supported yet "
-        "(time-division multiplexing of revocable nodes); left out of this run",
+        f"{conf}: tiers[0].plugins[1].name: plugin 'usage' is not supported yet "
+        "(filters and scores nodes by their measured usage); left out of this run",
+        f"{conf}: tiers[1].plugins[1].name: plugin 'rescheduling' is not supported yet "
+        "(evicts pods from busy nodes to rebalance (low node utilisation)); left out of this run",
     ]
 
 
@@ -206,3 +206,93 @@ def test_a_truly_unknown_plugin_is_still_an_error_naming_the_field(simulate: Run
         f"lahar simulate: {conf}: invalid scheduler configuration:\n"
         "  tiers[0].plugins[0].name: unknown plugin 'numa-awarre' (known: " in simulate.stderr
     )
+
+
+GPU_NUMA_CONF = (
+    "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
+    "- plugins:\n  - name: predicates\n  - name: deviceshare\n    arguments: {deviceshare.GPUSharingEnable: true}\n"
+    "  - name: numa-aware\n"
+)
+
+
+def _limited(p: dict[str, Any], amounts: dict[str, str]) -> dict[str, Any]:
+    p["spec"]["containers"][0]["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    return p
+
+
+def test_gpus_shared_by_memory_and_numa_nodes(simulate: Run) -> None:
+    """A dump with a 2-card GPU node (8000 per card, 6000 already used on card 0) and a NUMA node
+    (single-numa-node, 4 cpus per NUMA node, cpus 0-1 taken).  Jobs go in name order: big (7000)
+    takes card 1, the lowest card with room (gpushare's Allocate); huge (2500) fits no card (2000
+    and 1000 free, though 3000 in all); small (2000) fills card 0.  five (5 Guaranteed cpus) fits no single NUMA node
+    (2 and 4 free); four fits NUMA node 1.  Each refusal says what the cards and NUMA nodes have
+    free; the other node of each kind refuses for lack of cards or NUMA information."""
+    simulate.tmp_path.joinpath("conf.yaml").write_text(GPU_NUMA_CONF)
+    gpu = {"cpu": "32", "memory": "64Gi", "pods": "110", "volcano.sh/gpu-memory": "16000", "volcano.sh/gpu-number": "2"}
+    numa_node = {"cpu": "8", "memory": "16Gi", "pods": "110"}
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "g1"},
+            "status": {"allocatable": gpu, "capacity": gpu},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "c1"},
+            "status": {"allocatable": numa_node, "capacity": numa_node},
+        },
+        {
+            "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+            "kind": "Numatopology",
+            "metadata": {"name": "c1"},
+            "spec": {
+                "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
+                "numares": {"cpu": {"allocatable": "2-7", "capacity": 8}},
+                "cpuDetail": {str(c): {"numa": c // 4, "socket": c // 4, "core": c} for c in range(8)},
+            },
+        },
+        queue("default"),
+        podgroup("used"),
+        _limited(pod("used-0", "used"), {"cpu": "1", "memory": "1Gi", "volcano.sh/gpu-memory": "6000"}),
+    ]
+    docs[-1]["spec"]["nodeName"] = "g1"
+    docs[-1]["metadata"]["annotations"]["volcano.sh/gpu-index"] = "0"
+    docs[-1]["status"] = {"phase": "Running"}
+    for name, mem in (("small", "2000"), ("big", "7000"), ("huge", "2500")):
+        docs += [
+            podgroup(name),
+            _limited(pod(f"{name}-0", name), {"cpu": "1", "memory": "1Gi", "volcano.sh/gpu-memory": mem}),
+        ]
+    for name, cpus in (("four", "4"), ("five", "5")):
+        p = _limited(pod(f"{name}-0", name), {"cpu": cpus, "memory": "1Gi"})
+        p["metadata"]["annotations"]["volcano.sh/numa-topology-policy"] = "single-numa-node"
+        docs += [podgroup(name), p]
+    code, out, warnings = simulate(docs, "--conf", str(simulate.tmp_path / "conf.yaml"))
+    assert code == 0 and warnings == []
+    assert {k: v for k, v in out["binds"].items() if k != "ml/used-0"} == {
+        "ml/small-0": "g1",
+        "ml/big-0": "g1",
+        "ml/four-0": "c1",
+    }
+    assert out["cards"] == {"ml/big-0": "1", "ml/small-0": "0"}
+    huge = out["conditions"]["ml/huge"]
+    assert "1 GpuShare no enough gpu memory (asks 2500 on one card, the freest card has 2000)" in huge
+    five = out["conditions"]["ml/five"]
+    assert "container c cannot be assigned by numa (free cpus per NUMA node 0: 2, 1: 4)" in five
+
+
+def test_pod_disruption_budgets_are_read_only_with_the_pdb_plugin(simulate: Run) -> None:
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    _, _, warnings = simulate([NODE, queue("default"), pdb])
+    assert warnings == ["ignored 1 PodDisruptionBudget: the configuration does not enable the pdb plugin: ml/web"]
+    conf = simulate.tmp_path / "pdb.yaml"
+    conf.write_text("actions: allocate, preempt\ntiers:\n- plugins:\n  - name: priority\n  - name: pdb\n")
+    _, _, warnings = simulate([NODE, queue("default"), pdb], "--conf", str(conf))
+    assert warnings == []

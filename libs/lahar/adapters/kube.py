@@ -62,6 +62,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("namespaces", "v1", False),
         Resource("serviceaccounts", "v1", True),
         Resource("resourcequotas", "v1", True),
+        Resource("poddisruptionbudgets", "policy/v1", True),
         Resource("events", "v1", True),
         Resource("services", "v1", True),
         Resource("configmaps", "v1", True),
@@ -80,6 +81,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("cronjobs", "batch.volcano.sh/v1alpha1", True),
         Resource("jobflows", "flow.volcano.sh/v1alpha1", True),
         Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
+        Resource("numatopologies", "nodeinfo.volcano.sh/v1alpha1", False),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
         Resource("mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),
     )
@@ -383,8 +385,12 @@ class KubeClient:
             raise TransientKubeError(0, "WatchClosed", str(exc) or type(exc).__name__) from None
 
     # -- writes --------------------------------------------------------------------------
-    async def bind(self, namespace: str, name: str, node: str, uid: str = "") -> None:
-        """POST pods/binding.  The 201 reply is a Status, not a Binding, so it is not decoded."""
+    async def bind(
+        self, namespace: str, name: str, node: str, uid: str = "", annotations: dict[str, str] | None = None
+    ) -> None:
+        """POST pods/binding.  The 201 reply is a Status, not a Binding, so it is not decoded.
+        ``annotations`` go on the Binding: the API server copies them onto the pod in the same
+        write as the node (how Volcano records the GPU cards it chose)."""
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -393,6 +399,8 @@ class KubeClient:
         }
         if uid:
             body["metadata"]["uid"] = uid
+        if annotations:
+            body["metadata"]["annotations"] = dict(annotations)
         await self._request(
             "POST",
             RESOURCES["pods"].path(namespace, name, "binding"),

@@ -269,6 +269,32 @@ class ResourceQuota(_Base):
     status: ResourceQuotaStatus = msgspec.field(default_factory=ResourceQuotaStatus)
 
 
+# --- policy/v1 -----------------------------------------------------------------------------
+
+
+class PodDisruptionBudgetSpec(_Base):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Base):
+    disruptions_allowed: int = 0
+    # Pods the API server has admitted an eviction for, by name → the time it did.
+    disrupted_pods: dict[str, str] = {}
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+class PodDisruptionBudget(_Base):
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
 # --- scheduling.k8s.io/v1 ------------------------------------------------------------------
 
 
@@ -424,6 +450,45 @@ class Job(_Base):
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 
 
+# -- nodeinfo.volcano.sh/v1alpha1 Numatopology (one per node, named after it) -------------------
+class NumaResourceInfo(_Base):
+    allocatable: str = ""  # a cpuset list, "0-3,8": the ids still free for exclusive use
+    capacity: int = 0
+
+
+class CPUInfo(_Base):
+    numa: int = 0
+    socket: int = 0
+    core: int = 0
+
+
+class ContainerAllocation(_Base):
+    name: str = ""
+    allocations: dict[str, str] = {}
+
+
+class PodAllocation(_Base):
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
+    container_allocations: list[ContainerAllocation] = []
+
+
+class NumatopoSpec(_Base):
+    policies: dict[str, str] = {}  # CPUManagerPolicy, TopologyManagerPolicy
+    res_reserved: dict[str, str] = {}
+    numares: dict[str, NumaResourceInfo] = {}
+    cpu_detail: dict[str, CPUInfo] = {}
+    pod_allocations: list[PodAllocation] = []
+
+
+class Numatopology(_Base):
+    api_version: str = "nodeinfo.volcano.sh/v1alpha1"
+    kind: str = "Numatopology"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NumatopoSpec = msgspec.field(default_factory=NumatopoSpec)
+
+
 # --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
 
 
@@ -544,7 +609,9 @@ class DeviceClass(_Base):
 
 DraObject = ResourceClaim | ResourceSlice | DeviceClass
 
-KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job
+KubeObject = (
+    Pod | Node | Namespace | ResourceQuota | PodDisruptionBudget | PriorityClass | PodGroup | Queue | Job | Numatopology
+)
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
 # v1beta1/v1 variants that share the fields we read still decode.
@@ -553,10 +620,12 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("", "Node"): Node,
     ("", "Namespace"): Namespace,
     ("", "ResourceQuota"): ResourceQuota,
+    ("policy", "PodDisruptionBudget"): PodDisruptionBudget,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClass,
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,
     ("batch.volcano.sh", "Job"): Job,
+    ("nodeinfo.volcano.sh", "Numatopology"): Numatopology,
     ("resource.k8s.io", "ResourceClaim"): ResourceClaim,
     ("resource.k8s.io", "ResourceSlice"): ResourceSlice,
     ("resource.k8s.io", "DeviceClass"): DeviceClass,

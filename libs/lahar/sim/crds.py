@@ -150,7 +150,8 @@ def _crd(
 
 def volcano_crds() -> list[Obj]:
     """The Volcano CRDs Lahar serves from the start.  As in Volcano's manifests, podgroups and
-    commands have no status subresource; queues, jobs, cronjobs, jobflows and jobtemplates have one."""
+    commands (and numatopologies) have no status subresource; queues, jobs, cronjobs, jobflows and
+    jobtemplates have one."""
     return [
         _crd(
             "scheduling.volcano.sh",
@@ -207,4 +208,6 @@ def volcano_crds() -> list[Obj]:
             [_col("STATUS", ".status.state.phase"), _AGE],
         ),
         _crd("flow.volcano.sh", "v1alpha1", "JobTemplate", "jobtemplates", "Namespaced", ["jt"], True, []),
+        # Written by the resource exporter on each node, read by the numa-aware plugin.
+        _crd("nodeinfo.volcano.sh", "v1alpha1", "Numatopology", "numatopologies", "Cluster", ["numatopo"], False, []),
     ]

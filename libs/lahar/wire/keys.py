@@ -17,6 +17,8 @@ KINDS = (
     "priorityclasses",
     "namespaces",
     "resourcequotas",
+    "numatopologies",  # nodeinfo.volcano.sh: NUMA layout per node, for numa-aware
+    "poddisruptionbudgets",
     # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
     # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
     "commands",

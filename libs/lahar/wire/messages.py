@@ -36,11 +36,15 @@ class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
         return bytes(self.obj) != b"null"
 
 
-class BindItem(msgspec.Struct, kw_only=True):
+class BindItem(msgspec.Struct, kw_only=True, omit_defaults=True):
     namespace: str
     name: str
     uid: str = ""
     node: str
+    # Annotations the bind writes on the pod (the Binding's own, which the API server copies
+    # onto the pod): the GPU cards deviceshare chose.  Empty for nearly every pod; messages
+    # without it decode as before.
+    annotations: dict[str, str] = {}
 
 
 class Binds(msgspec.Struct, kw_only=True, tag="binds"):

@@ -339,7 +339,10 @@ class BinderService:
 
         async def work() -> Result:
             try:
-                await self.kube.bind(item.namespace, item.name, item.node, item.uid)
+                if item.annotations:
+                    await self.kube.bind(item.namespace, item.name, item.node, item.uid, item.annotations)
+                else:
+                    await self.kube.bind(item.namespace, item.name, item.node, item.uid)
                 self.events.record(events.bound(item))
                 return _result(d, item, "done")
             except NotFound:

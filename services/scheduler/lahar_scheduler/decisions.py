@@ -207,6 +207,8 @@ def decisions(
     by_job: dict[str, list[BindItem]] = {}
     for task, node in result.binds:
         item = BindItem(namespace=task.namespace, name=task.name, uid=task.pod.metadata.uid, node=node)
+        if task.card_annotations:
+            item.annotations = dict(task.card_annotations)  # the GPU cards chosen (deviceshare)
         by_job.setdefault(task.job, []).append(item)
     for job, items in by_job.items():
         for start in range(0, len(items), BINDS_PER_MESSAGE):

@@ -6,7 +6,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
-from lahar.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
+from lahar.api.objects import (
+    Namespace,
+    Node,
+    Numatopology,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+)
 from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
@@ -20,6 +30,8 @@ _TYPES: dict[str, type[Any]] = {
     "priorityclasses": PriorityClass,
     "namespaces": Namespace,
     "resourcequotas": ResourceQuota,
+    "numatopologies": Numatopology,
+    "poddisruptionbudgets": PodDisruptionBudget,
 }
 
 
@@ -94,6 +106,18 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
             snapshot.upsert_quota(obj)
         # Used changes as pods come and go; a quota change alone starts no session early.
         change.relevant = True
+    elif kind == "numatopologies":
+        if delta.op == "DELETED":
+            snapshot.delete_numatopology(name)
+        else:
+            snapshot.upsert_numatopology(obj)
+        change.relevant = True  # the exporter reports cpus as pods come and go
+    elif kind == "poddisruptionbudgets":
+        if delta.op == "DELETED":
+            snapshot.delete_pdb(namespace, name)
+        else:
+            snapshot.upsert_pdb(obj)
+        # disruptionsAllowed bounds victims only: no session needs to start for it.
     return change
 
 

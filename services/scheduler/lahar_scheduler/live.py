@@ -21,12 +21,23 @@ from lahar.api.codec import DecodeError
 from lahar.wire.messages import Binds, Delta, Result
 from lahar_scheduler.assumptions import Assumptions, Effect
 from lahar_scheduler.deltas import Change, apply_delta, decode
+from lahar_scheduler.framework.devices import card_use
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas")
+KINDS = (
+    "nodes",
+    "pods",
+    "podgroups",
+    "queues",
+    "priorityclasses",
+    "namespaces",
+    "resourcequotas",
+    "numatopologies",
+    "poddisruptionbudgets",
+)
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -44,6 +55,9 @@ class LiveView:
         self.links: dict[str, Any] = {}  # pod -> the span context of its creation delta
         self.invalid: dict[str, str] = {}  # pod -> why the scheduler cannot read it
         self.rollbacks = 0
+        # GPU cards chosen for assumed binds (pod -> the annotations its Binding carries), so a
+        # pod placed again from its assumption holds its cards again until the cache shows it.
+        self.cards: dict[str, dict[str, str]] = {}
 
     # -- the mirror --------------------------------------------------------------------------
     def load(self, state: MirrorState, now: float) -> Loaded:
@@ -73,6 +87,8 @@ class LiveView:
             decoded["namespaces"],
             now=now,
             resource_quotas=decoded["resourcequotas"],
+            numatopologies=decoded["numatopologies"],
+            pdbs=decoded["poddisruptionbudgets"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))
@@ -104,6 +120,8 @@ class LiveView:
         task = self.snapshot.tasks.get(key)
         pod_node = None if delta.op == "DELETED" or task is None else task.pod.spec.node_name
         self._effect(key, self.assumptions.observe(key, pod_node))
+        if pod_node != "":
+            self.cards.pop(key, None)  # bound (its pod carries the cards now) or gone
         if pod_node == "" and delta.op == "ADDED" and trace_context is not None:
             if len(self.links) >= MAX_LINKS:
                 self.links.pop(next(iter(self.links)))
@@ -125,7 +143,10 @@ class LiveView:
         """Decisions just published: their pods count as placed until a report or the cache says."""
         for group in binds:
             for item in group.items:
-                self.assumptions.assume(f"{item.namespace}/{item.name}", item.node, group.expires)
+                key = f"{item.namespace}/{item.name}"
+                self.assumptions.assume(key, item.node, group.expires)
+                if item.annotations:
+                    self.cards[key] = item.annotations
 
     def expire(self, now: float) -> int:
         """Roll back assumptions whose decisions can no longer run; how many."""
@@ -144,8 +165,13 @@ class LiveView:
         if effect[0] == "place":
             node = effect[1]
             if task.status == TaskStatus.PENDING and node in self.snapshot.nodes.by_name:
+                held = self.cards.get(key)
+                if held is not None and task.devreq is not None:
+                    task.card_annotations = held
+                    task.cards = card_use(held, task.devreq)
                 self.snapshot.move(task, TaskStatus.BINDING, node)
             return False
+        self.cards.pop(key, None)
         if task.status == TaskStatus.BINDING and not task.pod.spec.node_name:
             self.snapshot.move(task, TaskStatus.PENDING, "")
             self.rollbacks += 1

@@ -20,7 +20,9 @@ from lahar.api.objects import (
     KubeObject,
     Namespace,
     Node,
+    Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -44,15 +46,20 @@ class Outcome:
     phases: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, str] = field(default_factory=dict)
     results: list[SessionResult] = field(default_factory=list)
+    # GPU cards chosen at bind (deviceshare): pod -> its gpu-index, or its vGPU devices.
+    cards: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "binds": dict(sorted(self.binds.items())),
             "evictions": sorted(self.evictions),
             "pipelined": dict(sorted(self.pipelined.items())),
             "podGroupPhases": dict(sorted(self.phases.items())),
             "conditions": dict(sorted(self.conditions.items())),
         }
+        if self.cards:  # only with deviceshare, so other outputs keep their shape
+            out["cards"] = dict(sorted(self.cards.items()))
+        return out
 
 
 class Cluster:
@@ -66,6 +73,8 @@ class Cluster:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
         self.quotas: dict[str, ResourceQuota] = {}
+        self.numatopologies: dict[str, Numatopology] = {}
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
         self.dra = DraObjects()
         for obj in objects:
             self.add(obj)
@@ -87,6 +96,10 @@ class Cluster:
             self.namespaces[meta.name] = obj
         elif isinstance(obj, ResourceQuota):
             self.quotas[key] = obj
+        elif isinstance(obj, Numatopology):
+            self.numatopologies[meta.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            self.pdbs[key] = obj
         elif isinstance(obj, ResourceClaim):
             self.dra.claims[key] = obj
         elif isinstance(obj, ResourceSlice):
@@ -104,6 +117,8 @@ class Cluster:
             self.namespaces.values(),
             now=now,
             resource_quotas=self.quotas.values(),
+            numatopologies=self.numatopologies.values(),
+            pdbs=self.pdbs.values(),
             dra=self.dra,
         )
 
@@ -114,7 +129,10 @@ class Cluster:
             if pod is not None:
                 spec = msgspec.structs.replace(pod.spec, node_name=node)
                 status = msgspec.structs.replace(pod.status, phase="Running")
-                self.pods[task.key] = msgspec.structs.replace(pod, spec=spec, status=status)
+                meta = pod.metadata
+                if task.card_annotations:  # the Binding's annotations land on the pod
+                    meta = msgspec.structs.replace(meta, annotations={**meta.annotations, **task.card_annotations})
+                self.pods[task.key] = msgspec.structs.replace(pod, metadata=meta, spec=spec, status=status)
         for task, _ in result.evictions:
             self.pods.pop(task.key, None)
         for key, allocation in result.claim_allocations.items():
@@ -158,6 +176,10 @@ def simulate(
         outcome.results.append(result)
         for task, node in result.binds:
             outcome.binds[task.key] = node
+            held = task.card_annotations or {}
+            card = held.get("volcano.sh/gpu-index") or held.get("volcano.sh/vgpu-ids-new")
+            if card:
+                outcome.cards[task.key] = card
         outcome.evictions.extend(task.key for task, _ in result.evictions)
         outcome.pipelined = dict(result.pipelined)
         for uid, update in result.podgroups.items():

@@ -25,6 +25,7 @@ from lahar_scheduler.actions.evictutil import (
     TaskFilter,
     VictimBound,
     covers,
+    fits_rows,
     fits_vector,
     need_vector,
     pending_tasks,
@@ -35,6 +36,7 @@ from lahar_scheduler.actions.evictutil import (
 )
 from lahar_scheduler.actions.preempt_topology import topology_preempt
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 from lahar_scheduler.framework.victims import eviction_need, victims_queue
@@ -91,8 +93,18 @@ def other_jobs_filter(ssn: Session, preemptor: TaskInfo, queue: str) -> TaskFilt
     return ok
 
 
+class _SameJob:
+    """Tasks of the preemptor's own job (the ceiling is built for other jobs' tasks only)."""
+
+    def __init__(self, preemptor: TaskInfo) -> None:
+        self.preemptor = preemptor
+
+    def __call__(self, t: TaskInfo) -> bool:
+        return _evictable(self.preemptor, t) and t.job == self.preemptor.job
+
+
 def same_job_filter(preemptor: TaskInfo) -> TaskFilter:
-    return lambda t: _evictable(preemptor, t) and t.job == preemptor.job
+    return _SameJob(preemptor)
 
 
 def _evictable(preemptor: TaskInfo, t: TaskInfo) -> bool:
@@ -108,6 +120,7 @@ class PreemptAction(Action):
     def execute(self, ssn: Session) -> None:
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
+        self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
         self.salt = ssn.rng.getrandbits(32)
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -153,7 +166,7 @@ class PreemptAction(Action):
                     ssn.result.stats.evicting_commit("preempt")
                 stmt.commit()
             else:
-                stmt.discard()
+                self._discard(stmt)
                 self._note_starving(ssn, job)
 
     def within_job(self, ssn: Session, job: JobInfo) -> None:
@@ -163,11 +176,14 @@ class PreemptAction(Action):
             preemptor = pending.pop()
             stmt = ssn.statement()
             if not self.preempt(ssn, stmt, preemptor, same_job_filter(preemptor)):
-                stmt.discard()
+                self._discard(stmt)
                 return
             if stmt.has_evictions():
                 ssn.result.stats.evicting_commit("preempt")
             stmt.commit()
+
+    def _discard(self, stmt: Statement) -> None:
+        stmt.discard()
 
     def _note_starving(self, ssn: Session, job: JobInfo) -> None:
         miss = self.miss.get(job.uid)
@@ -209,6 +225,11 @@ class PreemptAction(Action):
             possible = possible & self.bound.covering(preemptor, job.queue, room)
             if not possible.any():
                 return self._miss(preemptor, f"queue {job.queue} must free {need} first, and no node holds that much")
+        if keep is not None and not isinstance(keep, _SameJob):
+            ceiling = self.ceiling.nodes(preemptor, job.queue)
+            if ceiling is not None:
+                # Nodes where no plugin could name enough victims: walking them finds nothing.
+                possible = possible & fits_rows(preemptor, ssn.nodes.future + ceiling)
         if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
             return True
         return self._miss(
@@ -255,7 +276,7 @@ class PreemptAction(Action):
                 node_stmt.pipeline(preemptor, node.name, not evicted.is_empty())
                 stmt.merge(node_stmt)
                 return True
-            node_stmt.discard()
+            self._discard(node_stmt)
         return False
 
 
@@ -274,7 +295,7 @@ def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray
         return []
     if len(nodes) > 1:
         nodes = nodes[np.argsort(-ssn.call(P.NODE_ORDER, task, nodes), kind="stable")]
-    return [int(i) for i in nodes if possible[i]]
+    return nodes[possible[nodes]].tolist()  # type: ignore[no-any-return]
 
 
 def _network_topology(job: JobInfo) -> bool:

@@ -16,6 +16,7 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
     VictimBound,
+    fits_rows,
     fits_vector,
     pending_tasks,
     preempt_nodes,
@@ -24,6 +25,7 @@ from lahar_scheduler.actions.evictutil import (
     victims_cover,
 )
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.framework.victims import victims_queue
@@ -42,6 +44,7 @@ class ReclaimAction(Action):
 
     def execute(self, ssn: Session) -> None:
         self.bound = VictimBound(ssn, reclaimable_elsewhere(ssn))
+        self.ceiling = VictimCeiling(ssn, P.RECLAIMABLE, reclaimable_elsewhere(ssn))
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -112,14 +115,21 @@ class ReclaimAction(Action):
                 ssn.result.stats.evicting_commit("reclaim")
             stmt.commit()
         else:
-            stmt.discard()
+            self._discard(stmt)
             if miss:
                 _note(ssn, job, miss)
+
+    def _discard(self, stmt: Statement) -> None:
+        stmt.discard()
 
     def reclaim_for_task(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
         possible = self.bound.candidates(task, job.queue)
         if not possible.any():
             return False
+        ceiling = self.ceiling.nodes(task, job.queue)
+        if ceiling is not None:
+            # Nodes where no plugin could name enough victims: walking them finds nothing.
+            possible = possible & fits_rows(task, ssn.nodes.future + ceiling)
         for i in preempt_nodes(ssn, task).tolist():
             if not possible[i]:
                 continue  # fails ValidateVictims whatever the plugins offer
@@ -149,7 +159,7 @@ class ReclaimAction(Action):
             have += victim.res_vec
             evicted = True
         if not fits_vector(task, have):
-            node_stmt.discard()
+            self._discard(node_stmt)
             return False
         node_stmt.pipeline(task, node.name, evicted)
         stmt.merge(node_stmt)

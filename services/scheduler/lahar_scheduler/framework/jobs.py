@@ -20,6 +20,7 @@ from lahar_scheduler.framework.types import (
 )
 
 if TYPE_CHECKING:
+    from lahar_scheduler.framework.devices import CardUse, DeviceRequest
     from lahar_scheduler.framework.fiterrors import FitErrors
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
 
@@ -152,7 +153,10 @@ class TaskInfo:
 
     __slots__ = (
         "best_effort",
+        "card_annotations",
+        "cards",
         "creation",
+        "devreq",
         "eviction_occurred",
         "fit_cols",
         "index",
@@ -210,6 +214,11 @@ class TaskInfo:
         self.init_vec: FloatArray = np.zeros(0)
         self.fit_cols: IntArray = np.zeros(0, dtype=np.intp)
         self.nonzero_vec: FloatArray = nonzero_request(pod) if nonzero is None else nonzero
+        # Shared GPUs (framework/devices.py): the ask (None for nearly every pod), the cards held
+        # on the node, and the annotations a session's choice of cards writes at bind.
+        self.devreq: DeviceRequest | None = None
+        self.cards: CardUse | None = None
+        self.card_annotations: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"Task({self.namespace}/{self.name} {self.status} {self.node_name})"

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lahar.api.resource import CPU, MEMORY, PODS, Resource
+from lahar_scheduler.framework.devices import DeviceTable
 from lahar_scheduler.framework.types import TaskStatus
 
 if TYPE_CHECKING:
@@ -149,6 +150,8 @@ class NodeTable:
         self.requested = np.zeros((n, d))
         self.nonzero = np.zeros((n, 2))
         self.max_pods = self.alloc[:, space.index[PODS]].copy()
+        # Shared GPU cards per node (deviceshare); kept by add_task/remove_task like the sums.
+        self.devices = DeviceTable(nodes)
         # Bumped on every change of a node's tasks, so per-node results can be cached and only
         # the rows that changed recomputed (see RowCache).
         self.generation = 0
@@ -179,6 +182,8 @@ class NodeTable:
         if not task.unscored:
             self.requested[i] += task.init_vec
             self.nonzero[i] += _nonzero(task)
+        if task.cards is not None and task.status not in _NO_CARDS:
+            self.devices.add(i, task.uid, task.cards, task.job)
         self.pod_count[i] += 1
         node.tasks[task.uid] = task
         self.generation += 1
@@ -202,11 +207,21 @@ class NodeTable:
         if not task.unscored:
             self.requested[i] -= task.init_vec
             self.nonzero[i] -= _nonzero(task)
+        if task.cards is not None and task.status not in _NO_CARDS:
+            self.devices.sub(i, task.uid, task.cards)
         self.pod_count[i] -= 1
         node.tasks.pop(task.uid, None)
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)
+
+    def hold_cards(self, node: NodeInfo, task: TaskInfo) -> None:
+        """Account cards chosen for a task already on ``node`` (deviceshare's allocate)."""
+        if task.cards is not None and task.status not in _NO_CARDS:
+            self.devices.add(node.index, task.uid, task.cards, task.job)
+            self.generation += 1
+            self.row_version[node.index] += 1
+            self.changes.append(node.index)
 
     def set_scored(self, task: TaskInfo, scored: bool) -> None:
         """Put a task on a node into, or take it out of, what the kube scorers read (``requested``
@@ -243,6 +258,9 @@ class NodeTable:
         self.requested = np.hstack([self.requested, pad])
         self.present = np.hstack([self.present, np.zeros((len(self.infos), extra), dtype=bool)])
 
+
+# Volcano's NodeInfo.AddTask adds a pod's devices except while it is pipelined or releasing.
+_NO_CARDS = frozenset({TaskStatus.PIPELINED, TaskStatus.RELEASING})
 
 DEFAULT_MILLI_CPU_REQUEST = 100.0
 DEFAULT_MEMORY_REQUEST = 200.0 * 1024 * 1024

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -37,6 +37,7 @@ from lahar_scheduler.framework.points import (
     consulted,
     flat,
 )
+from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
@@ -131,8 +132,11 @@ class Session:
         seed: int = 0,
         uid: str = "session",
         clock: Callable[[], float] | None = None,
+        transport: ExtenderTransport | None = None,
     ) -> None:
         self.snapshot = snapshot
+        # How the extender plugin reaches its HTTP extender (the shell's adapter; see ports).
+        self.transport: ExtenderTransport = transport if transport is not None else NoTransport()
         self.stopwatch = Stopwatch(clock)  # timings only; nothing decided depends on it
         self.conf = conf
         self.uid = uid
@@ -224,6 +228,10 @@ class Session:
     def callbacks(self, point: Point[Q, T, Any]) -> list[Callable[Q, T]]:
         """The consulted callbacks in tier order (for actions that cache per-node verdicts)."""
         return flat(self._chain(point))
+
+    def chain(self, point: Point[Q, T, Any]) -> Sequence[Sequence[Callable[Q, T]]]:
+        """The consulted callbacks per tier (for helpers that follow the tiers themselves)."""
+        return self._chain(point)
 
     def has(self, point: Point[Any, Any, Any]) -> bool:
         return any(self._chain(point))

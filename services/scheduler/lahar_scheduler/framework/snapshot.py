@@ -20,7 +20,9 @@ from lahar.api.objects import (
     DeviceClass,
     Namespace,
     Node,
+    Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -30,6 +32,7 @@ from lahar.api.objects import (
     ResourceSlice,
 )
 from lahar.api.resource import Resource
+from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
 from lahar_scheduler.framework.reservation import Reservation
@@ -87,6 +90,7 @@ class _Shape:
     init_vec: FloatArray
     fit_cols: IntArray
     template_key: bytes
+    devreq: DeviceRequest | None
 
 
 def _shape_key(pod: Pod) -> bytes:
@@ -124,10 +128,19 @@ class Snapshot:
         scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
+        numatopologies: Iterable[Numatopology] = (),
+        pdbs: Iterable[PodDisruptionBudget] = (),
         dra: DraObjects | None = None,
     ) -> None:
         self.now = now
         self.dra = dra if dra is not None else DraObjects()
+        # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
+        # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
+        self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
+        self.numa_unassigned: dict[str, dict[str, frozenset[int]]] = {}
+        # What a plugin keeps from one session to the next (tdm's last eviction time), by plugin
+        # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
+        self.plugin_memory: dict[str, dict[str, object]] = {}
         self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
@@ -158,6 +171,11 @@ class Snapshot:
         self.quotas: dict[str, dict[str, ResourceQuotaStatus]] = {}
         for rq in resource_quotas:
             self.upsert_quota(rq)
+        # PodDisruptionBudgets by namespace/name, in the order they arrived (the pdb plugin
+        # spends each one's disruptionsAllowed across the victims it is shown).
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        for pdb in pdbs:
+            self.upsert_pdb(pdb)
         self.jobs: dict[str, JobInfo] = {}
         for pg in podgroups:
             self.upsert_podgroup(pg)
@@ -177,6 +195,20 @@ class Snapshot:
             held.pop(name, None)
             if not held:
                 del self.quotas[namespace]
+
+    # -- NUMA topologies (one per node, named after it) ----------------------------------
+    def upsert_numatopology(self, topo: Numatopology) -> None:
+        self.numatopologies[topo.metadata.name] = topo
+
+    def delete_numatopology(self, name: str) -> None:
+        self.numatopologies.pop(name, None)
+
+    # -- pod disruption budgets --------------------------------------------------------------
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self.pdbs[f"{pdb.metadata.namespace}/{pdb.metadata.name}"] = pdb
+
+    def delete_pdb(self, namespace: str, name: str) -> None:
+        self.pdbs.pop(f"{namespace}/{name}", None)
 
     # -- nodes -----------------------------------------------------------------------------
     @property
@@ -298,9 +330,11 @@ class Snapshot:
             task = TaskInfo(pod, job_id, known.resreq, known.init_resreq, known.nonzero_vec)
             task.res_vec, task.init_vec, task.fit_cols = known.res_vec, known.init_vec, known.fit_cols
             task.template_key = known.template_key
+            task.devreq = known.devreq
         else:
             resreq, init = pod_requests(pod)
             task = TaskInfo(pod, job_id, resreq, init)
+            task.devreq = device_request(pod)
             self._vectorise(task)
             if len(self._shapes) >= MAX_SHAPES:
                 self._shapes.clear()  # many distinct shapes: start over rather than track age
@@ -313,7 +347,10 @@ class Snapshot:
                 task.init_vec,
                 task.fit_cols,
                 task.template_key,
+                task.devreq,
             )
+        if task.devreq is not None:
+            task.cards = card_use(pod.metadata.annotations, task.devreq)
         if job_id:
             job = self.jobs.get(job_id)
             if job is None:
@@ -375,6 +412,11 @@ class Snapshot:
             job.update_status(task, status)
         else:
             task.status = status
+        if not node_name and task.card_annotations is not None:
+            # Off its node, a task keeps no cards a session chose for it (Volcano's Release
+            # deletes their annotations); only what its pod itself says stays.
+            task.card_annotations = None
+            task.cards = card_use(task.pod.metadata.annotations, task.devreq)
         task.node_name = node_name
         new_node = self.nodes.by_name.get(node_name) if node_name else None
         if new_node is not None and status not in _OFF_NODE:

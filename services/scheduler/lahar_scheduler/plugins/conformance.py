@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import TaskInfo
@@ -12,9 +14,8 @@ from lahar_scheduler.plugins.base import NoArgs, Plugin
 _CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-def evictable(_: TaskInfo | EvictionContext, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-    victims = [t for t in evictees if t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"]
-    return victims, Vote.PERMIT
+def _ordinary(t: TaskInfo) -> bool:
+    return t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"
 
 
 class ConformancePlugin(Plugin):
@@ -22,6 +23,12 @@ class ConformancePlugin(Plugin):
     Args = NoArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.add(P.PREEMPTABLE, evictable)
-        ssn.add(P.RECLAIMABLE, evictable)
-        ssn.add(P.UNIFIED_EVICTABLE, evictable)
+        ssn.add(P.PREEMPTABLE, self.evictable)
+        ssn.add(P.RECLAIMABLE, self.evictable)
+        ssn.add(P.UNIFIED_EVICTABLE, self.evictable)
+
+    def evictable(self, _: TaskInfo | EvictionContext, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return [t for t in evictees if _ordinary(t)], Vote.PERMIT
+
+    def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:
+        return "conformance", _ordinary

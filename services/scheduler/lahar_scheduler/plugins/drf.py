@@ -11,6 +11,8 @@ the reclaimer's after the move.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import msgspec
 
 from lahar.api.resource import Resource
@@ -49,7 +51,7 @@ class DrfPlugin(Plugin):
             self.tree = self._build_tree()
             ssn.add(P.QUEUE_ORDER, self.queue_order)
             ssn.add(P.RECLAIMABLE, self.reclaimable)
-        ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.PREEMPTABLE, _Preemptable(self))
         ssn.add(P.JOB_ORDER, self.job_order)
         ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
@@ -82,6 +84,18 @@ class DrfPlugin(Plugin):
             if ls < rs or abs(ls - rs) <= SHARE_DELTA:
                 victims.append(t)
         return victims, Vote.PERMIT
+
+    def preempt_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks whose job's share without them is at least the preemptor's request
+        alone (its share once placed can only be larger); see framework/ceiling.py."""
+        floor = self.dominant(preemptor.resreq) - SHARE_DELTA
+        attrs = self.attrs
+
+        def could_name(t: TaskInfo) -> bool:
+            attr = attrs.get(t.job)
+            return attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
+
+        return ("drf", floor), could_name
 
     def on_allocate(self, task: TaskInfo) -> None:
         attr = self.attrs.get(task.job)
@@ -167,3 +181,18 @@ class DrfPlugin(Plugin):
             by_namespace.setdefault(job.namespace, Resource()).add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
+
+
+class _Preemptable:
+    """drf's PreemptableFn with its victim ceiling.  A callable of its own, not a bound method:
+    the ceiling is looked up on a bound method's owner, and the plugin's other victim callback
+    (HDRF reclaim) has different rules, so the plugin itself must not carry one."""
+
+    def __init__(self, plugin: DrfPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return self.plugin.preemptable(preemptor, preemptees)
+
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        return self.plugin.preempt_ceiling(preemptor)

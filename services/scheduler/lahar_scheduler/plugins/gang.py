@@ -3,6 +3,8 @@ minTaskMember) can run together; it offers victims only above minMember."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
@@ -48,6 +50,16 @@ class GangPlugin(Plugin):
                 occupied[job.uid] = left - 1
                 victims.append(t)
         return victims, Vote.PERMIT
+
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks of jobs with more ready tasks than minMember."""
+        jobs = self.ssn.jobs
+
+        def could_name(t: TaskInfo) -> bool:
+            job = jobs.get(t.job)
+            return job is not None and job.ready_num() > job.min_available
+
+        return "gang", could_name
 
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
@@ -55,6 +57,24 @@ class PriorityPlugin(Plugin):
             elif t.priority < preemptor.priority:
                 victims.append(t)
         return victims, Vote.PERMIT
+
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
+        own job's tasks, which the test cannot tell apart without the job)."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        if pjob is None:
+            return None, _never
+        top, jobs = pjob.priority, self.ssn.jobs
+
+        def could_name(t: TaskInfo) -> bool:
+            job = jobs.get(t.job)
+            return job is not None and job.priority <= top
+
+        return ("priority", top), could_name
+
+
+def _never(_: TaskInfo) -> bool:
+    return False
 
 
 def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:

@@ -1,0 +1,121 @@
+"""The victim ceiling: per node, at most what the plugins' PreemptableFn could name there.
+
+Preempt walks nodes in score order and asks every preemptable callback for victims on each;
+late in a large session most nodes have nothing left to give (their jobs are down to minMember,
+their shares below the preemptor's), and asking costs a Python call per plugin per node.  A
+plugin may say, per task and without the preemptor's own state, whether it could ever name that
+task (``victim_ceiling(preemptor) -> (key, could_name)``), and promises it never abstains.  Then,
+per tier, a node where one such plugin could name nothing yields no victims (an empty answer
+vetoes its tier) and otherwise at most the largest single plugin's set (the intersection can
+re-seed from a later plugin, but the victims are always one plugin's list or a subset of it).
+The node's ceiling is the largest over tiers; a node whose future idle plus its ceiling cannot
+hold the preemptor is skipped, exactly as walking it would have found nothing.
+
+Rows are cached per (queue, plugins' keys).  A row is recomputed when its node changes, and
+when a job with a task on it gains or loses a task anywhere (the session's allocate and
+deallocate events: an eviction, a pipeline, a discard), since gang and drf read job state.  A
+plugin whose test reads wider state (proportion: which queues are over their share) puts that
+state in its key, so a change starts a fresh cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.session import EventHandler, Session
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.nodes import FloatArray, IntArray
+
+CouldName = Callable[["TaskInfo"], bool]
+# Per tier, each plugin's per-task test; None for a plugin that gives no ceiling (anything, no veto).
+Tiers = list[list[CouldName | None]]
+
+
+def _ceiling_of(fn: Any) -> Callable[[TaskInfo], tuple[Hashable, CouldName]] | None:
+    owner = getattr(fn, "__self__", None)
+    got = getattr(owner, "victim_ceiling", None) if owner is not None else getattr(fn, "victim_ceiling", None)
+    return got if callable(got) else None
+
+
+class _Entry:
+    __slots__ = ("changes", "dirty", "values")
+
+    def __init__(self, values: np.ndarray, changes: int, dirty: int) -> None:
+        self.values, self.changes, self.dirty = values, changes, dirty
+
+
+class VictimCeiling:
+    def __init__(self, ssn: Session, point: P.Point[Any, Any, Any], counts: Callable[[TaskInfo, str], bool]) -> None:
+        self.ssn = ssn
+        self.counts = counts
+        chain: Sequence[Sequence[Callable[..., Any]]] = ssn.chain(point)
+        self.chain = [[_ceiling_of(fn) for fn in fns] for fns in chain]
+        self.useful = any(c is not None for tier in self.chain for c in tier)
+        self._entries: dict[Hashable, _Entry] = {}
+        self._dirty: list[int] = []  # rows whose jobs changed, in order (entries keep a read mark)
+        if self.useful:
+            ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
+
+    def _job_changed(self, task: TaskInfo) -> None:
+        job = self.ssn.jobs.get(task.job)
+        if job is None:
+            return
+        by_name = self.ssn.nodes.by_name
+        for t in job.tasks.values():
+            node = by_name.get(t.node_name) if t.node_name else None
+            if node is not None:
+                self._dirty.append(node.index)
+
+    def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
+        """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
+        if not self.useful:
+            return None
+        parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
+        key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
+        tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
+        changes = self.ssn.nodes.changes
+        entry = self._entries.get(key)
+        if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
+            rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
+            entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
+            return entry.values
+        if entry.changes < len(changes) or entry.dirty < len(self._dirty):
+            stale = set(changes[entry.changes :])
+            stale.update(self._dirty[entry.dirty :])
+            rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+            entry.values[rows] = self._compute(queue, tests, rows)
+            entry.changes, entry.dirty = len(changes), len(self._dirty)
+        return entry.values
+
+    def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
+        infos = self.ssn.nodes.infos
+        width = len(self.ssn.nodes.space)
+        out = np.zeros((len(rows), width))
+        for j, i in enumerate(rows.tolist()):
+            tasks = [t for t in infos[i].tasks.values() if self.counts(t, queue)]
+            if tasks:
+                out[j] = _row(tasks, tiers, width)
+        return out
+
+
+def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
+    best: FloatArray = np.zeros(width)
+    for tier in tiers:
+        if not tier:
+            continue
+        sums: list[FloatArray] = []
+        for test in tier:
+            chosen = tasks if test is None else [t for t in tasks if test(t)]
+            if test is not None and not chosen:
+                sums = []
+                break  # this plugin names nothing here: the tier is vetoed
+            sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
+        for s in sums:
+            best = np.maximum(best, s)
+    return best
