@@ -192,6 +192,7 @@ def queue(
     deserved: Mapping[str, str] | None = None,
     priority: int = 0,
     reclaimable: bool | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> Queue:
     spec: dict[str, Any] = {"weight": weight}
     if capability is not None:
@@ -208,7 +209,7 @@ def queue(
         {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "Queue",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": dict(annotations or {})},
             "spec": spec,
             "status": {"state": state},
         }

@@ -105,7 +105,7 @@ configurations:
 
 def test_unknown_names_list_the_known_ones() -> None:
     errors = errors_of("actions: teleport\ntiers:\n- plugins:\n  - name: tdmm\n")
-    known = "allocate, backfill, elect, enqueue, preempt, reclaim, reserve, shuffle"
+    known = "allocate, backfill, elect, enqueue, gangpreempt, gangreclaim, preempt, reclaim, reserve, shuffle"
     assert errors[0] == f"actions[0]: unknown action 'teleport' (known: {known})"
     assert errors[1].startswith("tiers[0].plugins[0].name: unknown plugin 'tdmm' (known: binpack, ")
     for name in PLUGINS:

@@ -160,6 +160,19 @@ class SchedulingGate(_Base):
     name: str
 
 
+class PodResourceClaim(_Base):
+    """An entry of ``pod.spec.resourceClaims``: a claim by name or one made from a template."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_Base):
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(_Base):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -180,6 +193,7 @@ class PodSpec(_Base):
     termination_grace_period_seconds: int | None = None
     service_account_name: str = ""
     volumes: list[dict[str, Any]] = []
+    resource_claims: list[PodResourceClaim] = []
 
 
 class Condition(_Base):
@@ -201,6 +215,7 @@ class PodStatus(_Base):
     pod_ip: str = msgspec.field(default="", name="podIP")
     message: str = ""
     reason: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(_Base):
@@ -539,6 +554,126 @@ class HyperNode(_Base):
     status: HyperNodeStatus = msgspec.field(default_factory=HyperNodeStatus)
 
 
+# --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
+
+
+class CELDeviceSelector(_Base):
+    expression: str = ""
+
+
+class DeviceSelector(_Base):
+    cel: CELDeviceSelector | None = None
+
+
+class ExactDeviceRequest(_Base):
+    device_class_name: str = ""
+    selectors: list[DeviceSelector] = []
+    allocation_mode: str = "ExactCount"
+    count: int = 1
+
+
+class DeviceRequest(_Base):
+    name: str = ""
+    exactly: ExactDeviceRequest | None = None
+
+
+class DeviceClaim(_Base):
+    requests: list[DeviceRequest] = []
+
+
+class ResourceClaimSpec(_Base):
+    devices: DeviceClaim = msgspec.field(default_factory=DeviceClaim)
+
+
+class DeviceRequestAllocationResult(_Base):
+    request: str = ""
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+
+class DeviceAllocationResult(_Base):
+    results: list[DeviceRequestAllocationResult] = []
+
+
+class AllocationResult(_Base):
+    devices: DeviceAllocationResult = msgspec.field(default_factory=DeviceAllocationResult)
+    node_selector: NodeSelector | None = None
+
+
+class ResourceClaimConsumerReference(_Base):
+    resource: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class ResourceClaimStatus(_Base):
+    allocation: AllocationResult | None = None
+    reserved_for: list[ResourceClaimConsumerReference] = []
+
+
+class ResourceClaim(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "ResourceClaim"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
+
+
+class DeviceAttribute(_Base):
+    """One typed value (exactly one field is set)."""
+
+    int_: int | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    string: str | None = None
+    version: str | None = None
+
+
+class DeviceCapacity(_Base):
+    value: Quantity
+
+
+class Device(_Base):
+    name: str = ""
+    attributes: dict[str, DeviceAttribute] = {}
+    capacity: dict[str, DeviceCapacity] = {}
+
+
+class ResourcePool(_Base):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+class ResourceSliceSpec(_Base):
+    driver: str = ""
+    pool: ResourcePool = msgspec.field(default_factory=ResourcePool)
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    devices: list[Device] = []
+
+
+class ResourceSlice(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "ResourceSlice"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
+
+
+class DeviceClassSpec(_Base):
+    selectors: list[DeviceSelector] = []
+
+
+class DeviceClass(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "DeviceClass"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
+
+
+DraObject = ResourceClaim | ResourceSlice | DeviceClass
+
 KubeObject = (
     Pod
     | Node
@@ -567,6 +702,9 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("batch.volcano.sh", "Job"): Job,
     ("nodeinfo.volcano.sh", "Numatopology"): Numatopology,
     ("topology.volcano.sh", "HyperNode"): HyperNode,
+    ("resource.k8s.io", "ResourceClaim"): ResourceClaim,
+    ("resource.k8s.io", "ResourceSlice"): ResourceSlice,
+    ("resource.k8s.io", "DeviceClass"): DeviceClass,
 }
 
 

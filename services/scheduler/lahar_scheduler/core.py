@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from lahar_scheduler.actions import ACTIONS, UNSUPPORTED_ACTIONS
 from lahar_scheduler.actions.args import AllocateArgs, PreemptArgs
+from lahar_scheduler.actions.gangevict import GangEvictArgs
 from lahar_scheduler.framework.conf import DEFAULT_CONF, SchedulerConf, args_parser, parse_conf
 from lahar_scheduler.framework.ports import ExtenderTransport
 from lahar_scheduler.framework.session import Session, SessionResult
@@ -21,6 +22,8 @@ ACTION_ARGS = {
     "backfill": args_parser(AllocateArgs),
     "reclaim": args_parser(AllocateArgs),
     "preempt": args_parser(PreemptArgs),
+    "gangpreempt": args_parser(GangEvictArgs),
+    "gangreclaim": args_parser(GangEvictArgs),
 }
 
 

@@ -20,6 +20,7 @@ from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicate
 from lahar_scheduler.framework.types import Vote
 
 if TYPE_CHECKING:
+    from lahar_scheduler.framework.eviction import EvictionContext
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeInfo
     from lahar_scheduler.framework.topology import JobTopology
@@ -278,6 +279,11 @@ PREEMPTABLE: Point[[TaskInfo, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
 RECLAIMABLE: Point[[TaskInfo, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
     "reclaimable", "enableReclaimable", victim_intersection, "(victims, vote) among the candidates"
 )
+# Gang-aware eviction (gangpreempt, gangreclaim): a whole job's candidates at once, no enable flag
+# (Volcano consults every plugin that registers one).
+UNIFIED_EVICTABLE: Point[[EvictionContext, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
+    "unified_evictable", None, victim_intersection, "(victims, vote) among a gang-aware eviction's candidates"
+)
 VICTIM_TASKS: Point[[list[TaskInfo]], list[TaskInfo], list[TaskInfo]] = Point(
     "victim_tasks", "enabledVictim", union_first_tier, "tasks to evict whatever is pending (shuffle)"
 )
@@ -324,6 +330,7 @@ POINTS: dict[str, Point[Any, Any, Any]] = {
         BEST_NODE,
         PREEMPTABLE,
         RECLAIMABLE,
+        UNIFIED_EVICTABLE,
         OVERUSED,
         ALLOCATABLE,
         PREEMPTIVE,

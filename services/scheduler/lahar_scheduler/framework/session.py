@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from lahar.api.objects import AllocationResult
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar_scheduler.framework.cyclestate import CycleState
@@ -116,6 +117,8 @@ class SessionResult:
     queues: dict[str, Resource] = field(default_factory=dict)
     task_reasons: dict[str, TaskReason] = field(default_factory=dict)
     decisions: dict[str, JobDecision] = field(default_factory=dict)
+    # DRA: claims the session allocated for pods it binds (the binder would write them first).
+    claim_allocations: dict[str, AllocationResult] = field(default_factory=dict)
     stats: SessionStats = field(default_factory=SessionStats)  # for Volcano's metrics
 
 

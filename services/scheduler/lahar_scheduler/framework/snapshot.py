@@ -9,7 +9,7 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
@@ -17,6 +17,7 @@ import numpy as np
 
 from lahar.api.codec import enc_hook
 from lahar.api.objects import (
+    DeviceClass,
     HyperNode,
     Namespace,
     Node,
@@ -26,8 +27,10 @@ from lahar.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceClaim,
     ResourceQuota,
     ResourceQuotaStatus,
+    ResourceSlice,
 )
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
@@ -102,6 +105,15 @@ def _shape_key(pod: Pod) -> bytes:
     return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
 
 
+@dataclass
+class DraObjects:
+    """Dynamic resource allocation's objects: claims by ``namespace/name``, slices, classes by name."""
+
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+
+
 class Snapshot:
     """Everything a session reads.  ``space`` fixes the resource dimensions of the node arrays."""
 
@@ -121,8 +133,10 @@ class Snapshot:
         numatopologies: Iterable[Numatopology] = (),
         pdbs: Iterable[PodDisruptionBudget] = (),
         hypernodes: Iterable[HyperNode] = (),
+        dra: DraObjects | None = None,
     ) -> None:
         self.now = now
+        self.dra = dra if dra is not None else DraObjects()
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
         # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
         self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
