@@ -58,7 +58,8 @@ CLUSTER_SCOPED = {
 # The Kubernetes API calls each service's code makes, as (verb, resource).  Read from
 # services/*/lahar_*/: the cache lists and watches every kind it mirrors (CacheService(kinds=
 # DELTA_KINDS)); the binder binds, evicts, reads a pod after a bind conflict and patches status
-# (PodGroups on the object: their CRD has no status subresource); the controller performs what
+# (PodGroups on the object: their CRD has no status subresource) and writes the ResourceClaims
+# a bind allocates (finalizer, then status); the controller performs what
 # its rules return (pods, PodGroups, Jobs and their status, plugin objects, queue states, Events;
 # lahar_controller.shell.calls); the scheduler and admission never call the API.
 # ``test_the_table_matches_the_calls_in_the_code`` keeps it honest.
@@ -87,6 +88,9 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "jobtemplates",
             "numatopologies",
             "hypernodes",
+            "resourceclaims",
+            "resourceslices",
+            "deviceclasses",
         )
     },
     "binder": {
@@ -98,6 +102,9 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
         ("patch", "queues/status"),
         ("create", "events"),
         ("patch", "events"),
+        ("get", "resourceclaims"),
+        ("update", "resourceclaims"),
+        ("update", "resourceclaims/status"),
     },
     "controller": {
         ("create", "pods"),

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from lahar.sim import kinds, strategies, workloads
+from lahar.sim import dra, kinds, strategies, workloads
 from lahar.sim.admission import Admission, Attributes
 from lahar.sim.clock import iso
 from lahar.sim.crd_defaults import apply_defaults
@@ -378,6 +378,10 @@ class Api:
                 merged.pop("status", None)
             if rtype.custom:
                 apply_defaults(merged, rtype.schema)
+            check = dra.PREPARE_STATUS.get(rtype.key)
+            causes = check(merged, old) if check is not None else []
+            if causes:
+                raise invalid(rtype.kind, rtype.group, old["metadata"]["name"], causes)
             return merged
         meta, old_meta = dict(new["metadata"]), old["metadata"]
         for field in (
@@ -592,10 +596,12 @@ _PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
     _CRDS: _prepare_crd,
     **kinds.PREPARE_CREATE,
     **workloads.PREPARE_CREATE,
+    **dra.PREPARE_CREATE,
 }
 _PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], list[tuple[str, str]]]] = {
     **kinds.PREPARE_UPDATE,
     **workloads.PREPARE_UPDATE,
+    **dra.PREPARE_UPDATE,
 }
 _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
     _PODS: strategies.validate_pod,
@@ -610,6 +616,7 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
     ("scheduling.k8s.io", "priorityclasses"): strategies.validate_priority_class,
     **kinds.VALIDATE,
     **workloads.VALIDATE,
+    **dra.VALIDATE,
 }
 
 
@@ -629,6 +636,7 @@ _GENERATION = frozenset(
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         _CRDS,
+        *dra.GENERATION,
     }
 )
 

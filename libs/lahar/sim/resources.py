@@ -103,6 +103,11 @@ def builtin_types() -> list[ResourceType]:
         ResourceType(
             "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",), status=True
         ),
+        # dynamic resource allocation (GA in 1.34): claims have a status; slices and classes
+        # are cluster-scoped and have none.
+        ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, status=True),
+        ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+        ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
         ResourceType(
             "admissionregistration.k8s.io",
             "v1",

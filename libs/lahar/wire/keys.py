@@ -21,6 +21,10 @@ KINDS = (
     "poddisruptionbudgets",
     # network topology (topology.volcano.sh): the scheduler's HyperNode tree
     "hypernodes",
+    # dynamic resource allocation (resource.k8s.io): claims, the devices drivers publish, classes
+    "resourceclaims",
+    "resourceslices",
+    "deviceclasses",
     # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
     # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
     "commands",

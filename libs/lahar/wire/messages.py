@@ -36,6 +36,15 @@ class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
         return bytes(self.obj) != b"null"
 
 
+class ClaimAllocation(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One ResourceClaim (in the pod's namespace) the binder writes before binding the pod: the
+    allocation the scheduler chose (``status.allocation`` as the API serves it), or
+    ``NO_OBJECT`` when the claim is already allocated and the pod only joins ``reservedFor``."""
+
+    name: str
+    allocation: msgspec.Raw = msgspec.field(default_factory=lambda: NO_OBJECT)
+
+
 class BindItem(msgspec.Struct, kw_only=True, omit_defaults=True):
     namespace: str
     name: str
@@ -45,6 +54,9 @@ class BindItem(msgspec.Struct, kw_only=True, omit_defaults=True):
     # onto the pod): the GPU cards deviceshare chose.  Empty for nearly every pod; messages
     # without it decode as before.
     annotations: dict[str, str] = {}
+    # The pod's ResourceClaims (DRA), written before the bind as kube-scheduler's PreBind does.
+    # Empty for pods without claims; messages without it decode as before.
+    claims: list[ClaimAllocation] = []
 
 
 class Binds(msgspec.Struct, kw_only=True, tag="binds"):

@@ -52,6 +52,7 @@ from lahar.wire.messages import (
 )
 from lahar.wire.names import Names
 from lahar_binder import events
+from lahar_binder.claims import ClaimRefused, reserve_claims
 from lahar_binder.settle import Plan, admit, settle
 
 log = logging.getLogger("lahar.binder")
@@ -69,6 +70,17 @@ class _Pod(msgspec.Struct):
 
 
 _pod = msgspec.json.Decoder(_Pod)
+
+
+class _Meta(msgspec.Struct):
+    uid: str = ""
+
+
+class _Uid(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+_uid = msgspec.json.Decoder(_Uid)
 
 
 class Metrics(ServiceMetrics):
@@ -339,6 +351,9 @@ class BinderService:
 
         async def work() -> Result:
             try:
+                if item.claims:  # DRA: the claims first, so the kubelet finds the pod reserved
+                    uid = item.uid or _uid.decode(await self.kube.get("pods", item.namespace, item.name)).metadata.uid
+                    await reserve_claims(self.kube, item.namespace, item.name, uid, item.claims)
                 if item.annotations:
                     await self.kube.bind(item.namespace, item.name, item.node, item.uid, item.annotations)
                 else:
@@ -349,6 +364,8 @@ class BinderService:
                 return _result(d, item, "gone", "the pod no longer exists")
             except Conflict:
                 return await self._settle_conflict(d, item)
+            except ClaimRefused as exc:
+                return _result(d, item, "failed", str(exc))
             except PermanentKubeError as exc:
                 return _result(d, item, "failed", str(exc))
 

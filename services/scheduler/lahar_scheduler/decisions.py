@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.resource import Resource
-from lahar.wire.messages import BindItem, Binds, Evict, PodGroupStatus, PodStatus, QueueStatus
+import msgspec
+
+from lahar.wire.messages import BindItem, Binds, ClaimAllocation, Evict, PodGroupStatus, PodStatus, QueueStatus
 from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
-from lahar_scheduler.framework.snapshot import Snapshot, parse_time
+from lahar_scheduler.framework.jobs import TaskInfo
+from lahar_scheduler.framework.snapshot import Snapshot, claim_keys, parse_time
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.framework.why import Why, missing_group_why, missing_queue_why, no_group_why
 
@@ -209,6 +212,8 @@ def decisions(
         item = BindItem(namespace=task.namespace, name=task.name, uid=task.pod.metadata.uid, node=node)
         if task.card_annotations:
             item.annotations = dict(task.card_annotations)  # the GPU cards chosen (deviceshare)
+        if task.pod.spec.resource_claims:
+            item.claims = _claims(task, result, snapshot)
         by_job.setdefault(task.job, []).append(item)
     for job, items in by_job.items():
         for start in range(0, len(items), BINDS_PER_MESSAGE):
@@ -307,3 +312,18 @@ def _beneficiary(waiting: dict[str, set[str]], victim: Any) -> str:
     waits on the victim's node; "" when it is not known which."""
     jobs = waiting.get(victim.node_name, set()) - {victim.job}
     return next(iter(jobs)) if len(jobs) == 1 else ""
+
+
+def _claims(task: TaskInfo, result: SessionResult, snapshot: Snapshot | None) -> list[ClaimAllocation]:
+    """The claims the binder writes before binding ``task``: those this session allocated (with
+    their allocation) and those already allocated (the pod joins ``reservedFor``).  Claims no
+    one allocated (DRA not enabled in the scheduler's configuration) are left alone."""
+    out = []
+    for key in claim_keys(task.pod)[0]:
+        name = key.split("/", 1)[1]
+        allocation = result.claim_allocations.get(key)
+        if allocation is not None:
+            out.append(ClaimAllocation(name=name, allocation=msgspec.Raw(msgspec.json.encode(allocation))))
+        elif snapshot is not None and snapshot.dra.allocation(key) is not None:
+            out.append(ClaimAllocation(name=name))
+    return out

@@ -7,6 +7,7 @@ from typing import Any
 
 from lahar.api.codec import DecodeError, decode_json_as
 from lahar.api.objects import (
+    DeviceClass,
     HyperNode,
     Namespace,
     Node,
@@ -16,7 +17,9 @@ from lahar.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceClaim,
     ResourceQuota,
+    ResourceSlice,
 )
 from lahar.api.podresources import pod_resource_causes
 from lahar.wire.messages import Delta
@@ -34,6 +37,9 @@ _TYPES: dict[str, type[Any]] = {
     "numatopologies": Numatopology,
     "poddisruptionbudgets": PodDisruptionBudget,
     "hypernodes": HyperNode,
+    "resourceclaims": ResourceClaim,
+    "resourceslices": ResourceSlice,
+    "deviceclasses": DeviceClass,
 }
 
 
@@ -127,7 +133,36 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
             snapshot.upsert_hypernode(obj)
         # A new domain may let a job that waits for one fit.
         change.relevant = change.pending = True
+    elif kind in _DRA:
+        _dra(snapshot, delta, obj, namespace, name, change)
     return change
+
+
+_DRA = frozenset({"resourceclaims", "resourceslices", "deviceclasses"})
+
+
+def _dra(snapshot: Snapshot, delta: Delta, obj: Any, namespace: str, name: str, change: Change) -> None:
+    dra, gone = snapshot.dra, delta.op == "DELETED"
+    if delta.kind == "resourceclaims":
+        if gone:
+            dra.delete_claim(f"{namespace}/{name}")
+        else:
+            dra.upsert_claim(obj)
+        # A new claim may be the one a pod waits for; status writes (usually the binder's own
+        # allocations coming back) start no session.
+        change.relevant, change.pending = True, delta.op != "MODIFIED"
+        return
+    if delta.kind == "resourceslices":
+        if gone:
+            dra.delete_slice(name)
+        else:
+            dra.upsert_slice(obj)
+    elif gone:
+        dra.classes.pop(name, None)
+    else:
+        dra.classes[name] = obj
+    # New devices or a changed class may let a waiting pod fit.
+    change.relevant = change.pending = True
 
 
 def _pod(snapshot: Snapshot, delta: Delta, pod: Pod | None, namespace: str, name: str, change: Change) -> None:

@@ -18,11 +18,12 @@ import msgspec
 
 from lahar.adapters.mirror import MirrorState
 from lahar.api.codec import DecodeError
-from lahar.wire.messages import Binds, Delta, Result
+from lahar.api.objects import AllocationResult
+from lahar.wire.messages import NO_OBJECT, Binds, Delta, Result
 from lahar_scheduler.assumptions import Assumptions, Effect
 from lahar_scheduler.deltas import Change, apply_delta, decode
 from lahar_scheduler.framework.devices import card_use
-from lahar_scheduler.framework.snapshot import Snapshot
+from lahar_scheduler.framework.snapshot import DraObjects, Snapshot
 from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
@@ -38,6 +39,9 @@ KINDS = (
     "numatopologies",
     "poddisruptionbudgets",
     "hypernodes",
+    "resourceclaims",
+    "resourceslices",
+    "deviceclasses",
 )
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
@@ -65,6 +69,7 @@ class LiveView:
         """Replace the snapshot with the mirror's objects; one unreadable object never stops the
         load: it is skipped and reported."""
         decoded: dict[str, list[Any]] = {k: [] for k in KINDS}
+        assumed = self.snapshot.dra.assumed
         skipped: list[tuple[str, str, str]] = []
         self.invalid.clear()
         for kind, held in state.objects.items():
@@ -91,7 +96,16 @@ class LiveView:
             numatopologies=decoded["numatopologies"],
             pdbs=decoded["poddisruptionbudgets"],
             hypernodes=decoded["hypernodes"],
+            dra=DraObjects(
+                slices=decoded["resourceslices"],
+                classes={c.metadata.name: c for c in decoded["deviceclasses"]},
+            ),
         )
+        for claim in decoded["resourceclaims"]:
+            self.snapshot.dra.upsert_claim(claim)
+        for key, held in assumed.items():  # our allocations the mirror does not show yet
+            if key in self.snapshot.dra.claims and self.snapshot.dra.allocation(key) is None:
+                self.snapshot.dra.assumed[key] = held
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))
         self.links = {k: v for k, v in self.links.items() if self._waiting(k)}
@@ -124,6 +138,8 @@ class LiveView:
         self._effect(key, self.assumptions.observe(key, pod_node))
         if pod_node != "":
             self.cards.pop(key, None)  # bound (its pod carries the cards now) or gone
+        if pod_node is None:
+            self.snapshot.dra.forget_assumed(key)  # gone: its claims' allocations may never be written
         if pod_node == "" and delta.op == "ADDED" and trace_context is not None:
             if len(self.links) >= MAX_LINKS:
                 self.links.pop(next(iter(self.links)))
@@ -149,6 +165,10 @@ class LiveView:
                 self.assumptions.assume(key, item.node, group.expires)
                 if item.annotations:
                     self.cards[key] = item.annotations
+                for claim in item.claims:
+                    if claim.allocation != NO_OBJECT:
+                        allocation = _allocation.decode(claim.allocation)
+                        self.snapshot.dra.assumed[f"{item.namespace}/{claim.name}"] = (key, allocation)
 
     def expire(self, now: float) -> int:
         """Roll back assumptions whose decisions can no longer run; how many."""
@@ -174,6 +194,7 @@ class LiveView:
                 self.snapshot.move(task, TaskStatus.BINDING, node)
             return False
         self.cards.pop(key, None)
+        self.snapshot.dra.forget_assumed(key)
         if task.status == TaskStatus.BINDING and not task.pod.spec.node_name:
             self.snapshot.move(task, TaskStatus.PENDING, "")
             self.rollbacks += 1
@@ -189,6 +210,9 @@ class LiveView:
         if len(self.invalid) >= MAX_INVALID:
             self.invalid.pop(next(iter(self.invalid)))
         self.invalid[key] = why
+
+
+_allocation = msgspec.json.Decoder(AllocationResult)
 
 
 class _NodeName(msgspec.Struct):

@@ -17,6 +17,7 @@ import numpy as np
 
 from lahar.api.codec import enc_hook
 from lahar.api.objects import (
+    AllocationResult,
     DeviceClass,
     HyperNode,
     Namespace,
@@ -105,13 +106,70 @@ def _shape_key(pod: Pod) -> bytes:
     return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
 
 
+def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
+    """The pod's claims as ``namespace/name`` keys, or the first that cannot be named yet."""
+    ns = pod.metadata.namespace
+    generated = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+    keys: list[str] = []
+    for entry in pod.spec.resource_claims:
+        name = entry.resource_claim_name
+        if name is None and entry.resource_claim_template_name is not None:
+            name = generated.get(entry.name)
+            if name is None:
+                return keys, f'waiting for resource claim of "{entry.name}" to be created from its template'
+        if name is None:
+            continue
+        keys.append(f"{ns}/{name}")
+    return keys, None
+
+
 @dataclass
 class DraObjects:
-    """Dynamic resource allocation's objects: claims by ``namespace/name``, slices, classes by name."""
+    """Dynamic resource allocation's objects: claims by ``namespace/name``, slices, classes by name.
+
+    ``assumed`` holds allocations a running scheduler decided and sent to the binder but has
+    not yet seen on the claim (claim key → (pod key, allocation)), so the next sessions count
+    those devices as taken; an entry goes when the claim shows an allocation or the bind is
+    rolled back."""
 
     claims: dict[str, ResourceClaim] = field(default_factory=dict)
     slices: list[ResourceSlice] = field(default_factory=list)
     classes: dict[str, DeviceClass] = field(default_factory=dict)
+    assumed: dict[str, tuple[str, AllocationResult]] = field(default_factory=dict)
+
+    def allocation(self, key: str) -> AllocationResult | None:
+        """The claim's allocation: on the claim, else assumed from our own decision."""
+        claim = self.claims.get(key)
+        if claim is not None and claim.status.allocation is not None:
+            return claim.status.allocation
+        held = self.assumed.get(key)
+        return held[1] if held is not None else None
+
+    def upsert_claim(self, claim: ResourceClaim) -> None:
+        key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+        self.claims[key] = claim
+        if claim.status.allocation is not None:
+            self.assumed.pop(key, None)  # the binder's write arrived: the claim says it now
+
+    def delete_claim(self, key: str) -> None:
+        self.claims.pop(key, None)
+        self.assumed.pop(key, None)
+
+    def forget_assumed(self, pod: str) -> None:
+        """A bind rolled back: its claims' assumed allocations no longer hold devices."""
+        for key in [k for k, (p, _) in self.assumed.items() if p == pod]:
+            del self.assumed[key]
+
+    def upsert_slice(self, rs: ResourceSlice) -> None:
+        # Slices keep the order they arrived in: the allocator picks devices in slice order.
+        for i, held in enumerate(self.slices):
+            if held.metadata.name == rs.metadata.name:
+                self.slices[i] = rs
+                return
+        self.slices.append(rs)
+
+    def delete_slice(self, name: str) -> None:
+        self.slices = [s for s in self.slices if s.metadata.name != name]
 
 
 class Snapshot:

@@ -9,9 +9,12 @@ request's CEL selectors and that no other claim holds.  When a task is allocated
 its claims are allocated on its node (devices first in slice order, as kube's allocator picks),
 so later tasks see those devices taken; a discard gives them back.
 
+The session reports the claims it allocated in ``result.claim_allocations``: a running
+scheduler sends them with the bind and the binder writes them to the claims first (as
+kube-scheduler's PreBind does); ``lahar simulate`` applies them between cycles.
+
 Not modelled: ``firstAvailable`` sub-requests, admin access, device taints, partitionable
-devices and consumable capacity, and writing the allocation to the claim at bind (the session
-reports it in ``result.claim_allocations``; ``lahar simulate`` applies it between cycles).
+devices and consumable capacity.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from lahar.api.objects import (
 )
 from lahar.api.quantity import parse_quantity
 from lahar_scheduler.framework.predicate import Failure
+from lahar_scheduler.framework.snapshot import claim_keys
 from lahar_scheduler.framework.types import Code
 from lahar_scheduler.plugins.dra_cel import CelError, Qty, matches
 from lahar_scheduler.plugins.k8s.selectors import node_selector_matches
@@ -51,23 +55,6 @@ NOT_ON_NODE = "resourceclaim not available on the node"
 
 def has_claims(pod: Pod) -> bool:
     return bool(pod.spec.resource_claims)
-
-
-def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
-    """The pod's claims as ``namespace/name`` keys, or the first that cannot be named yet."""
-    ns = pod.metadata.namespace
-    generated = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
-    keys: list[str] = []
-    for entry in pod.spec.resource_claims:
-        name = entry.resource_claim_name
-        if name is None and entry.resource_claim_template_name is not None:
-            name = generated.get(entry.name)
-            if name is None:
-                return keys, f'waiting for resource claim of "{entry.name}" to be created from its template'
-        if name is None:
-            continue
-        keys.append(f"{ns}/{name}")
-    return keys, None
 
 
 def device_env(driver: str, device: Device) -> dict[str, Any]:
@@ -97,9 +84,10 @@ class DraAllocator:
         self.ssn = ssn
         self.objects = ssn.snapshot.dra
         self.taken: dict[DeviceKey, str] = {}  # device → claim key holding it
-        for key, claim in self.objects.claims.items():
-            if claim.status.allocation is not None:
-                for r in claim.status.allocation.devices.results:
+        for key in self.objects.claims:
+            held = self.objects.allocation(key)  # on the claim, or decided and not yet seen there
+            if held is not None:
+                for r in held.devices.results:
                     self.taken[(r.driver, r.pool, r.device)] = key
         self.session: dict[str, AllocationResult] = {}  # claims allocated this session
         self.owner: dict[int, list[str]] = {}  # task id → claims it allocated
@@ -160,7 +148,7 @@ class DraAllocator:
             claim = self.objects.claims.get(key)
             if claim is None:
                 return f'resourceclaim "{key}" not found', Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            done = self.session.get(key) or claim.status.allocation
+            done = self.session.get(key) or self.objects.allocation(key)
             if done is not None:
                 sel = done.node_selector
                 if sel is not None and not node_selector_matches(sel, node.name, node.labels):
@@ -217,7 +205,7 @@ class DraAllocator:
         mine = []
         for key in keys:
             claim = self.objects.claims.get(key)
-            if claim is None or claim.status.allocation is not None or key in self.session:
+            if claim is None or self.objects.allocation(key) is not None or key in self.session:
                 continue
             got = self.allocate(key, claim, node, set())
             if isinstance(got, AllocationResult):

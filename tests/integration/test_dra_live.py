@@ -1,0 +1,143 @@
+"""Dynamic resource allocation on a running system: the cluster serves resource.k8s.io/v1
+DeviceClasses, ResourceSlices and ResourceClaims; the cache mirrors them; the scheduler (predicates
+with ``predicate.DynamicResourceAllocationEnable``) allocates a pod's claim from the devices of a
+node's slice; the binder writes the allocation and the pod in ``reservedFor`` before the bind, as
+kube-scheduler's DRA plugin does.  A second pod whose claim no free device can satisfy waits,
+and its PodGroup says why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from .backends import Cluster
+from .services import poll, stack
+from .test_distributed import ensure_queue, node_of, podgroup
+
+pytestmark = pytest.mark.asyncio
+
+CONF = """
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+    arguments:
+      predicate.DynamicResourceAllocationEnable: true
+"""
+DRIVER = "gpu.example.com"
+
+
+def device_class(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+    }
+
+
+def resource_slice(node: str, model: str) -> dict[str, Any]:
+    attributes = {"model": {"string": model}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "attributes": attributes}],
+        },
+    }
+
+
+def claim(ns: str, name: str, cls: str, model: str) -> dict[str, Any]:
+    selector = {"cel": {"expression": f"device.attributes['{DRIVER}'].model == '{model}'"}}
+    request = {"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": [selector]}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+def claiming_pod(ns: str, name: str, group: str, claim_name: str) -> dict[str, Any]:
+    amounts = {"cpu": "100m", "memory": "128Mi"}
+    container = {"name": "main", "image": "busybox", "resources": {"requests": amounts, "claims": [{"name": "gpu"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [container],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+        },
+    }
+
+
+async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bind(
+    cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(CONF)
+    kube, ns = cluster.admin, cluster.ns
+    # Two nodes of this test, each publishing one GPU: only node "a" has the model the claims ask for.
+    [node_a] = await cluster.add_nodes(f"1:cpu=4,memory=8Gi,name={ns}-a")
+    [node_b] = await cluster.add_nodes(f"1:cpu=4,memory=8Gi,name={ns}-b")
+    cls = f"{ns}.{DRIVER}"
+    await kube.create("deviceclasses", "", device_class(cls))
+    await kube.create("resourceslices", "", resource_slice(node_b, "t4"))
+    await kube.create("resourceslices", "", resource_slice(node_a, "a100"))
+    try:
+        async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+            await ensure_queue(kube, "default")
+            await s.cache()
+            await s.scheduler(conf=str(conf), period=0.2)
+            await s.binder()
+            await kube.create("resourceclaims", ns, claim(ns, "first", cls, "a100"))
+            await kube.create("podgroups", ns, podgroup(ns, "one", 1))
+            await kube.create("pods", ns, claiming_pod(ns, "p-1", "one", "first"))
+
+            async def bound() -> str:
+                return await node_of(kube, ns, "p-1")
+
+            assert await poll(bound, timeout=20.0) == node_a
+            got = json.loads(await kube.get("resourceclaims", ns, "first"))
+            pod_uid = json.loads(await kube.get("pods", ns, "p-1"))["metadata"]["uid"]
+            # What kube-scheduler's bindClaim writes: the finalizer, the allocation (the device,
+            # and a node selector naming the node, since the slice is node-local) and the pod.
+            assert "resource.kubernetes.io/delete-protection" in got["metadata"]["finalizers"]
+            allocation = got["status"]["allocation"]
+            assert allocation["devices"]["results"] == [
+                {"request": "gpu", "driver": DRIVER, "pool": node_a, "device": "gpu-0"}
+            ]
+            terms = allocation["nodeSelector"]["nodeSelectorTerms"]
+            assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_a]}]}]
+            assert got["status"]["reservedFor"] == [{"resource": "pods", "name": "p-1", "uid": pod_uid}]
+
+            # The only a100 is taken: a second claim for one cannot be satisfied anywhere.
+            await kube.create("resourceclaims", ns, claim(ns, "second", cls, "a100"))
+            await kube.create("podgroups", ns, podgroup(ns, "two", 1))
+            await kube.create("pods", ns, claiming_pod(ns, "p-2", "two", "second"))
+
+            async def unschedulable() -> str:
+                pg = json.loads(await kube.get("podgroups", ns, "two"))
+                conds = pg.get("status", {}).get("conditions", [])
+                return next((c["message"] for c in conds if c["type"] == "Unschedulable"), "")
+
+            message = await poll(unschedulable, timeout=20.0)
+            assert "cannot allocate all claims" in message
+            assert not await node_of(kube, ns, "p-2")
+            second = json.loads(await kube.get("resourceclaims", ns, "second"))
+            assert not second.get("status", {}).get("allocation")
+    finally:
+        for node in (node_a, node_b):
+            await kube.delete("resourceslices", "", f"{node}-{DRIVER}")
+        await kube.delete("deviceclasses", "", cls)
