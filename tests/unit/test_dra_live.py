@@ -12,15 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from test_dra import DRA_TIER, GPU_CLASS, base, claim, claim_pod, resource_slice
 
+from builders import binds, make_conf
 from lahar.api.codec import to_json
 from lahar.wire.messages import BindItem, Binds, ClaimAllocation, Delta, Result, decode_decision, encode
 from lahar_scheduler.core import run_session
 from lahar_scheduler.decisions import Sent, decisions
 from lahar_scheduler.live import LiveView
-from test_dra import DRA_TIER, GPU_CLASS, base, claim, claim_pod, resource_slice
-
-from builders import binds, make_conf
 
 KINDS = {
     "Node": "nodes",
@@ -153,7 +152,9 @@ def test_an_already_allocated_claim_only_reserves_the_pod() -> None:
     held = msgspec.json.decode(to_json(claim("claim1", "gpu.example.com")))
     results = [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1-pool", "device": "gpu-1"}]
     held["status"] = {"allocation": {"devices": {"results": results}}}
-    view.apply(Delta(kind="resourceclaims", op="MODIFIED", key="c1/claim1", rv="2", obj=msgspec.Raw(msgspec.json.encode(held))))
+    view.apply(
+        Delta(kind="resourceclaims", op="MODIFIED", key="c1/claim1", rv="2", obj=msgspec.Raw(msgspec.json.encode(held)))
+    )
     view.apply(delta(claim_pod("p1", "pg1", "claim1")))
     result, out = _session(view)
     assert binds(result) == {"c1/p1": "n1"}

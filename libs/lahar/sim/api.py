@@ -621,7 +621,7 @@ _VALIDATE: dict[tuple[str, str], Callable[[Obj], list[tuple[str, str]]]] = {
 
 
 # Resources whose deletion answers with the deleted object rather than a Status.
-_RETURN_DELETED = frozenset({_PODS, _SERVICES})
+_RETURN_DELETED = frozenset({_PODS, _SERVICES, *dra.RETURN_DELETED})
 # Built-in resources whose strategies keep metadata.generation (the others never set it).
 _GENERATION = frozenset(
     {

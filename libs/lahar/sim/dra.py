@@ -107,8 +107,13 @@ def validate_slice(obj: Obj) -> Causes:
         causes.append(("spec.pool.name", "Required value"))
     chosen = [f for f in _NODE_SELECTION if spec.get(f)]
     if len(chosen) != 1:
-        causes.append(("spec", "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
-                       "`perDeviceNodeSelection` is required"))
+        causes.append(
+            (
+                "spec",
+                "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+                "`perDeviceNodeSelection` is required",
+            )
+        )
     return causes
 
 
@@ -117,3 +122,4 @@ PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {CLAIMS: p
 PREPARE_STATUS: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {CLAIMS: prepare_claim_status}
 VALIDATE: dict[tuple[str, str], Callable[[Obj], Causes]] = {CLAIMS: validate_claim, SLICES: validate_slice}
 GENERATION = frozenset({SLICES, CLASSES})
+RETURN_DELETED = frozenset({CLAIMS, SLICES, CLASSES})  # their stores set ReturnDeletedObject

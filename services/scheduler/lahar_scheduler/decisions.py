@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lahar.api.resource import Resource
 import msgspec
 
+from lahar.api.resource import Resource
 from lahar.wire.messages import BindItem, Binds, ClaimAllocation, Evict, PodGroupStatus, PodStatus, QueueStatus
-from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.jobs import TaskInfo
+from lahar_scheduler.framework.session import PodGroupUpdate, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot, claim_keys, parse_time
 from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.framework.why import Why, missing_group_why, missing_queue_why, no_group_why

@@ -103,9 +103,9 @@ class LiveView:
         )
         for claim in decoded["resourceclaims"]:
             self.snapshot.dra.upsert_claim(claim)
-        for key, held in assumed.items():  # our allocations the mirror does not show yet
+        for key, ours in assumed.items():  # our allocations the mirror does not show yet
             if key in self.snapshot.dra.claims and self.snapshot.dra.allocation(key) is None:
-                self.snapshot.dra.assumed[key] = held
+                self.snapshot.dra.assumed[key] = ours
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))
         self.links = {k: v for k, v in self.links.items() if self._waiting(k)}

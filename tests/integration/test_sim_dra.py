@@ -1,0 +1,129 @@
+"""The emulator serves resource.k8s.io/v1 as kube-apiserver 1.34 does, through the official
+client's ResourceV1Api: claims (namespaced, status subresource), slices and classes
+(cluster-scoped).  Each expectation is kube-apiserver's: pkg/registry/resource/resourceclaim
+strategy.go (status reset on create and on update, spec reset on status update),
+pkg/apis/resource/v1 defaults.go (SetDefaults_ExactDeviceRequest), pkg/apis/resource/validation
+(ValidateResourceClaimUpdate, ValidateResourceClaimStatusUpdate, the slice's node selection),
+and resourceslice/deviceclass strategy.go (generation counted from 1)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from lahar.sim import Emulator
+
+
+@pytest.fixture
+def resource(api_client: client.ApiClient) -> client.ResourceV1Api:
+    return client.ResourceV1Api(api_client)
+
+
+@pytest.fixture
+def unique(sim: Emulator) -> Iterator[str]:
+    yield f"d{uuid.uuid4().hex[:8]}"
+
+
+def claim_body(name: str) -> dict[str, Any]:
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {"reservedFor": [{"resource": "pods", "name": "x", "uid": "1"}]},
+    }
+
+
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "g0"}]}}
+
+
+def _status(exc: ApiException) -> dict[str, Any]:
+    return json.loads(exc.body)  # type: ignore[no-any-return]
+
+
+def test_discovery_lists_the_three_kinds(resource: client.ResourceV1Api) -> None:
+    found = {r.name: r for r in resource.get_api_resources().resources}
+    assert {"resourceclaims", "resourceclaims/status", "resourceslices", "deviceclasses"} <= set(found)
+    assert found["resourceclaims"].namespaced
+    assert not found["resourceslices"].namespaced and not found["deviceclasses"].namespaced
+
+
+def test_a_new_claim_is_defaulted_and_starts_without_status(resource: client.ResourceV1Api, ns: str) -> None:
+    created = resource.create_namespaced_resource_claim(ns, claim_body("c"))
+    exact = created.spec.devices.requests[0].exactly
+    assert (exact.allocation_mode, exact.count) == ("ExactCount", 1)
+    assert created.status is None or not (created.status.reserved_for or created.status.allocation)
+
+
+def test_a_claim_spec_is_immutable(resource: client.ResourceV1Api, ns: str) -> None:
+    resource.create_namespaced_resource_claim(ns, claim_body("c"))
+    patch = {"spec": {"devices": {"requests": [{"name": "other", "exactly": {"deviceClassName": "x"}}]}}}
+    with pytest.raises(ApiException) as err:
+        resource.patch_namespaced_resource_claim("c", ns, patch)
+    assert err.value.status == 422
+    assert (
+        "spec: Invalid value" in _status(err.value)["message"] and "field is immutable" in _status(err.value)["message"]
+    )
+
+
+def test_claim_status_rules(resource: client.ResourceV1Api, ns: str) -> None:
+    resource.create_namespaced_resource_claim(ns, claim_body("c"))
+    pod = {"resource": "pods", "name": "p", "uid": "u1"}
+    # reservedFor without an allocation is refused.
+    with pytest.raises(ApiException) as err:
+        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [pod]}})
+    assert err.value.status == 422
+    assert "may not be specified when `allocated` is not set" in _status(err.value)["message"]
+    # Allocation and reservation together (kube-scheduler's PreBind) go through; the status
+    # write does not change the spec.
+    body = {"status": {"allocation": ALLOCATION, "reservedFor": [pod]}, "spec": {"devices": {"requests": []}}}
+    got = resource.patch_namespaced_resource_claim_status("c", ns, body)
+    assert got.status.allocation.devices.results[0].device == "g0"
+    assert got.status.reserved_for[0].uid == "u1"
+    assert got.spec.devices.requests[0].name == "gpu"
+    # A main-resource update cannot touch status.
+    got = resource.patch_namespaced_resource_claim("c", ns, {"status": {"reservedFor": []}})
+    assert got.status.reserved_for[0].uid == "u1"
+    # Once set, the allocation cannot change; a consumer appears once.
+    other = {"devices": {"results": [{**ALLOCATION["devices"]["results"][0], "device": "g1"}]}}
+    with pytest.raises(ApiException) as err:
+        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"allocation": other}})
+    assert "status.allocation: Invalid value" in _status(err.value)["message"]
+    with pytest.raises(ApiException) as err:
+        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [pod, pod]}})
+    assert "Duplicate value" in _status(err.value)["message"]
+
+
+def test_slices_and_classes_are_cluster_scoped_and_count_generations(
+    resource: client.ResourceV1Api, unique: str
+) -> None:
+    spec = {
+        "driver": "gpu.example.com",
+        "nodeName": "n1",
+        "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+    }
+    created = resource.create_resource_slice({"metadata": {"name": unique}, "spec": {**spec, "devices": []}})
+    assert created.metadata.generation == 1 and created.metadata.namespace is None
+    patched = resource.patch_resource_slice(unique, {"spec": {"devices": [{"name": "g0"}]}})
+    assert patched.metadata.generation == 2
+    cls = resource.create_device_class({"metadata": {"name": unique}, "spec": {}})
+    assert cls.metadata.generation == 1
+    # A slice names its nodes exactly one way.
+    with pytest.raises(ApiException) as err:
+        resource.create_resource_slice({"metadata": {"name": f"{unique}-b"}, "spec": {**spec, "allNodes": True}})
+    assert err.value.status == 422
+    # Their stores return the deleted object, as pods' do.
+    assert resource.delete_resource_slice(unique).metadata.name == unique
+    assert resource.delete_device_class(unique).metadata.name == unique
+
+
+def test_a_deleted_claim_comes_back_in_the_reply(resource: client.ResourceV1Api, ns: str) -> None:
+    resource.create_namespaced_resource_claim(ns, claim_body("gone"))
+    assert resource.delete_namespaced_resource_claim("gone", ns).metadata.name == "gone"
