@@ -1,0 +1,111 @@
+"""The binder's claim writes (lahar_binder.claims) against the emulator, case by case as
+kube-scheduler's DynamicResources PreBind (bindClaim) behaves: the finalizer by an ordinary
+update, then allocation and reservation by one status update; a repeat is a no-op; a claim
+allocated to other devices meanwhile, deleted, missing or never allocated is refused; a stale
+read is read again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from lahar.adapters.kube import KubeClient
+from lahar.sim import Emulator
+from lahar.wire.messages import ClaimAllocation
+from lahar_binder.claims import FINALIZER, ClaimRefused, reserve_claims
+
+from .services import kube_for
+
+pytestmark = pytest.mark.asyncio
+
+DRIVER = "gpu.example.com"
+
+
+def allocation(device: str) -> dict[str, Any]:
+    return {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": device}]}}
+
+
+def ours(device: str) -> ClaimAllocation:
+    return ClaimAllocation(name="c", allocation=msgspec.Raw(json.dumps(allocation(device)).encode()))
+
+
+async def new_claim(kube: KubeClient, ns: str) -> None:
+    await kube.create("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}}
+    await kube.create("resourceclaims", ns, {**body, "spec": {"devices": {"requests": [request]}}})
+
+
+async def read(kube: KubeClient, ns: str) -> dict[str, Any]:
+    return json.loads(await kube.get("resourceclaims", ns, "c"))  # type: ignore[no-any-return]
+
+
+async def test_allocation_and_reservation_are_written_once(sim: Emulator) -> None:
+    kube, ns = kube_for(sim.url), "claims-a"
+    try:
+        await new_claim(kube, ns)
+        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        got = await read(kube, ns)
+        assert got["metadata"]["finalizers"] == [FINALIZER]
+        assert got["status"] == {
+            "allocation": allocation("g0"),
+            "reservedFor": [{"resource": "pods", "name": "p1", "uid": "u1"}],
+        }
+        rv = got["metadata"]["resourceVersion"]
+        # A redelivered decision: the pod is already reserved, nothing is written.
+        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        assert (await read(kube, ns))["metadata"]["resourceVersion"] == rv
+        # Another pod sharing the allocated claim joins reservedFor only.
+        await reserve_claims(kube, ns, "p2", "u2", [ClaimAllocation(name="c")])
+        assert [r["name"] for r in (await read(kube, ns))["status"]["reservedFor"]] == ["p1", "p2"]
+        # Someone else's allocation of other devices is not overwritten.
+        with pytest.raises(ClaimRefused, match="got allocated elsewhere in the meantime"):
+            await reserve_claims(kube, ns, "p3", "u3", [ours("g1")])
+    finally:
+        await kube.close()
+
+
+async def test_refusals(sim: Emulator) -> None:
+    kube, ns = kube_for(sim.url), "claims-b"
+    try:
+        await new_claim(kube, ns)
+        with pytest.raises(ClaimRefused, match="is not allocated"):
+            await reserve_claims(kube, ns, "p1", "u1", [ClaimAllocation(name="c")])
+        with pytest.raises(ClaimRefused, match='resourceclaim "nope" not found'):
+            await reserve_claims(kube, ns, "p1", "u1", [ClaimAllocation(name="nope")])
+        # Being deleted (held by its finalizer): kube-scheduler's "got deleted in the meantime".
+        await kube.patch("resourceclaims", ns, "c", {"metadata": {"finalizers": ["example.com/hold"]}})
+        await kube.delete("resourceclaims", ns, "c")
+        with pytest.raises(ClaimRefused, match="got deleted in the meantime"):
+            await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+    finally:
+        await kube.close()
+
+
+async def test_a_stale_read_is_read_again(sim: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube, ns = kube_for(sim.url), "claims-c"
+    try:
+        await new_claim(kube, ns)
+        real_get = kube.get
+        calls = 0
+
+        async def get_then_touch(kind: str, namespace: str, name: str) -> bytes:
+            # Another writer changes the claim right after each of our first two reads.
+            nonlocal calls
+            raw = await real_get(kind, namespace, name)
+            calls += 1
+            if calls <= 2:
+                await kube.patch("resourceclaims", ns, "c", {"metadata": {"labels": {"touched": str(calls)}}})
+            return raw
+
+        monkeypatch.setattr(kube, "get", get_then_touch)
+        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        got = await read(kube, ns)
+        assert calls == 4  # 2 conflicts, the write, and our read above
+        assert got["status"]["allocation"] == allocation("g0")
+        assert got["metadata"]["labels"] == {"touched": "2"}
+    finally:
+        await kube.close()
