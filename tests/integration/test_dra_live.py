@@ -3,7 +3,8 @@ DeviceClasses, ResourceSlices and ResourceClaims; the cache mirrors them; the sc
 with ``predicate.DynamicResourceAllocationEnable``) allocates a pod's claim from the devices of a
 node's slice; the binder writes the allocation and the pod in ``reservedFor`` before the bind, as
 kube-scheduler's DRA plugin does.  A second pod whose claim no free device can satisfy waits,
-and its PodGroup says why."""
+and its PodGroup says why; once the first pod is deleted its claim is deallocated (the
+resourceclaim controller's part) and the second pod gets the device."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+
+from lahar.adapters.kube import RESOURCES
 
 from .backends import Cluster
 from .services import poll, stack
@@ -137,6 +140,21 @@ async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bin
             assert not await node_of(kube, ns, "p-2")
             second = json.loads(await kube.get("resourceclaims", ns, "second"))
             assert not second.get("status", {}).get("allocation")
+
+            # The first pod goes: the resourceclaim controller takes it out of reservedFor and
+            # deallocates the claim, and the waiting pod gets the device.
+            now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+            await kube._request("DELETE", RESOURCES["pods"].path(ns, "p-1"), json=now)
+
+            async def second_bound() -> str:
+                return await node_of(kube, ns, "p-2")
+
+            assert await poll(second_bound, timeout=30.0) == node_a
+            first = json.loads(await kube.get("resourceclaims", ns, "first"))
+            assert not first.get("status", {}).get("allocation")
+            assert "finalizers" not in first["metadata"]
+            second = json.loads(await kube.get("resourceclaims", ns, "second"))
+            assert [r["device"] for r in second["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
     finally:
         for node in (node_a, node_b):
             await kube.delete("resourceslices", "", f"{node}-{DRIVER}")

@@ -127,3 +127,36 @@ def test_slices_and_classes_are_cluster_scoped_and_count_generations(
 def test_a_deleted_claim_comes_back_in_the_reply(resource: client.ResourceV1Api, ns: str) -> None:
     resource.create_namespaced_resource_claim(ns, claim_body("gone"))
     assert resource.delete_namespaced_resource_claim("gone", ns).metadata.name == "gone"
+
+
+def test_finished_or_deleted_pods_leave_their_claims(
+    resource: client.ResourceV1Api, core: client.CoreV1Api, ns: str, pod: Any, wait_for: Any
+) -> None:
+    # kube-controller-manager's resourceclaim controller (syncClaim): reservations of pods that
+    # are done or gone go; a claim left unreserved that the scheduler allocated (it carries the
+    # delete-protection finalizer) is deallocated and loses the finalizer; one that someone else
+    # allocated keeps its allocation.
+    p1 = core.create_namespaced_pod(ns, pod("p1"))
+    p2 = core.create_namespaced_pod(ns, pod("p2"))
+    refs = [{"resource": "pods", "name": p.metadata.name, "uid": p.metadata.uid} for p in (p1, p2)]
+    finalizer = {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}}
+    for name, reserved, protected in (("shared", refs, True), ("mine", refs[:1], True), ("foreign", refs[:1], False)):
+        resource.create_namespaced_resource_claim(ns, {**claim_body(name), "status": {}})
+        if protected:
+            resource.patch_namespaced_resource_claim(name, ns, finalizer)
+        body = {"status": {"allocation": ALLOCATION, "reservedFor": reserved}}
+        resource.patch_namespaced_resource_claim_status(name, ns, body)
+    core.patch_namespaced_pod_status("p1", ns, {"status": {"phase": "Succeeded"}})
+
+    def released() -> bool:
+        return not resource.read_namespaced_resource_claim("mine", ns).status.reserved_for
+
+    wait_for(released, what="p1 out of claim mine")
+    mine = resource.read_namespaced_resource_claim("mine", ns)
+    assert mine.status.allocation is None and not mine.metadata.finalizers
+    foreign = resource.read_namespaced_resource_claim("foreign", ns)
+    assert not foreign.status.reserved_for and foreign.status.allocation is not None
+    shared = resource.read_namespaced_resource_claim("shared", ns)
+    assert [r.name for r in shared.status.reserved_for] == ["p2"] and shared.status.allocation is not None
+    core.delete_namespaced_pod("p2", ns)  # unbound: gone at once
+    wait_for(lambda: resource.read_namespaced_resource_claim("shared", ns).status.allocation is None, what="shared")

@@ -22,6 +22,7 @@ import msgspec
 
 from lahar.sim import dra, kinds, strategies, workloads
 from lahar.sim.admission import Admission, Attributes
+from lahar.sim.claims import ClaimReleaser
 from lahar.sim.clock import iso
 from lahar.sim.crd_defaults import apply_defaults
 from lahar.sim.crds import crd_status, crd_types, validate_crd
@@ -75,6 +76,7 @@ class Api:
         self.store.listeners.append(self._on_crd_event)
         self.gc = GarbageCollector(self)
         self.root_ca = RootCAPublisher(self)
+        self.claims = ClaimReleaser(self)
 
     def rtype(self, group: str, plural: str) -> ResourceType:
         rtype = self.registry.by_resource.get((group, plural))

@@ -144,13 +144,16 @@ _DRA = frozenset({"resourceclaims", "resourceslices", "deviceclasses"})
 def _dra(snapshot: Snapshot, delta: Delta, obj: Any, namespace: str, name: str, change: Change) -> None:
     dra, gone = snapshot.dra, delta.op == "DELETED"
     if delta.kind == "resourceclaims":
+        key = f"{namespace}/{name}"
+        held = dra.allocation(key)
         if gone:
-            dra.delete_claim(f"{namespace}/{name}")
+            dra.delete_claim(key)
         else:
             dra.upsert_claim(obj)
-        # A new claim may be the one a pod waits for; status writes (usually the binder's own
-        # allocations coming back) start no session.
+        # A new claim may be the one a pod waits for, and a deallocated one frees devices; other
+        # status writes (usually the binder's own allocations coming back) start no session.
         change.relevant, change.pending = True, delta.op != "MODIFIED"
+        change.freed = held is not None and dra.allocation(key) is None
         return
     if delta.kind == "resourceslices":
         if gone:
