@@ -159,3 +159,54 @@ async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bin
         for node in (node_a, node_b):
             await kube.delete("resourceslices", "", f"{node}-{DRIVER}")
         await kube.delete("deviceclasses", "", cls)
+
+
+async def test_explain_reads_claims_from_the_mirror(
+    make_sim: Any,
+    nats_url: str,
+    nats_ca: str,
+    redis_url: str,
+    lahar_prefix: str,
+    redis_client: Any,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``lahar explain`` on the live mirror sees the DRA objects the cache mirrors: a pod whose
+    claim asks for a model no slice offers is refused on every node for its claim; one whose
+    claim asks for the model a slice offers would be placed."""
+    from lahar.adapters.mirror import Mirror
+
+    from .services import kube_for
+    from .test_explain_live import lahar
+
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(CONF)
+    sim = make_sim(nodes=["2:name=g,cpu=8,memory=32Gi"])
+    kube = kube_for(sim.url)
+    ns = "dra"
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await kube.create("deviceclasses", "", device_class(DRIVER))
+        await kube.create("resourceslices", "", resource_slice("g-0001", "t4"))
+        await kube.create("resourceclaims", ns, claim(ns, "want", DRIVER, "a100"))
+        await kube.create("resourceclaims", ns, claim(ns, "fits", DRIVER, "t4"))
+        await kube.create("podgroups", ns, podgroup(ns, "pg2", 1))
+        await kube.create("pods", ns, claiming_pod(ns, "q", "pg2", "fits"))
+        await kube.create("podgroups", ns, podgroup(ns, "pg", 1))
+        await kube.create("pods", ns, claiming_pod(ns, "p", "pg", "want"))
+        mirror = Mirror(redis_client, s.names.redis_prefix)
+        await poll(lambda: mirror.get("pods", ns, "p"), timeout=10)
+        await poll(lambda: mirror.get("resourceslices", "", f"g-0001-{DRIVER}"), timeout=10)
+        capsys.readouterr()
+        monkeypatch.setenv("LAHAR_REDIS_URL", redis_url)
+        monkeypatch.setenv("LAHAR_PREFIX", lahar_prefix)
+        assert await lahar("explain", "pod", "p", "-n", ns, "--conf", str(conf)) == 0
+        assert await lahar("explain", "pod", "q", "-n", ns, "--conf", str(conf)) == 0
+    await kube.close()
+    out = capsys.readouterr().out
+    assert "pod dra/p: Pending, in PodGroup dra/pg" in out
+    assert "why: task p fits none of 2 node(s): 2 cannot allocate all claims" in out, out
+    # q's claim asks for the t4 the mirrored slice offers: it would be placed.
+    assert "PodGroup dra/pg2 (queue default, minMember 1): Inqueue; not waiting (1 pods bound this session)" in out
