@@ -150,9 +150,13 @@ async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bin
                 return await node_of(kube, ns, "p-2")
 
             assert await poll(second_bound, timeout=30.0) == node_a
-            first = json.loads(await kube.get("resourceclaims", ns, "first"))
-            assert not first.get("status", {}).get("allocation")
-            assert "finalizers" not in first["metadata"]
+
+            async def released() -> bool:
+                # The controller's status update, then its update taking the finalizer off.
+                first = json.loads(await kube.get("resourceclaims", ns, "first"))
+                return not first.get("status", {}).get("allocation") and "finalizers" not in first["metadata"]
+
+            await poll(released, timeout=10.0)
             second = json.loads(await kube.get("resourceclaims", ns, "second"))
             assert [r["device"] for r in second["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
     finally:

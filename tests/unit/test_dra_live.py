@@ -178,3 +178,17 @@ def _podgroup(name: str) -> Any:
     from builders import podgroup
 
     return podgroup(name, "c1", queue="c1", min_member=1)
+
+
+def test_a_deallocated_claim_wakes_the_scheduler() -> None:
+    # The resourceclaim controller deallocates a claim whose pods are gone: its devices are free,
+    # so the delta counts as freed room (a session starts early), as a pod leaving its node does.
+    view = one_gpu_cluster()
+    held = msgspec.json.decode(to_json(claim("claim1", "gpu.example.com")))
+    results = [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1-pool", "device": "gpu-1"}]
+    held["status"] = {"allocation": {"devices": {"results": results}}}
+    raw = msgspec.Raw(msgspec.json.encode(held))
+    allocated = view.apply(Delta(kind="resourceclaims", op="MODIFIED", key="c1/claim1", rv="2", obj=raw))
+    assert allocated.relevant and not allocated.freed and not allocated.pending
+    released = view.apply(delta(claim("claim1", "gpu.example.com"), "MODIFIED"))
+    assert released.freed and view.snapshot.dra.allocation("c1/claim1") is None

@@ -92,15 +92,26 @@ class DraAllocator:
         self.session: dict[str, AllocationResult] = {}  # claims allocated this session
         self.owner: dict[int, list[str]] = {}  # task id → claims it allocated
         self._devices: dict[str, list[tuple[DeviceKey, dict[str, Any], bool]]] = {}
+        self._node_local: dict[str, list[int]] = defaultdict(list)  # node → its slices (positions)
+        self._shared: list[int] = []  # slices by node selector or for all nodes
+        for i, rs in enumerate(self.objects.slices):
+            if rs.spec.node_name is not None:
+                self._node_local[rs.spec.node_name].append(i)
+            else:
+                self._shared.append(i)
 
     # -- what a node offers -------------------------------------------------------------------------
     def devices_on(self, node: NodeInfo) -> list[tuple[DeviceKey, dict[str, Any], bool]]:
         """(key, CEL view, node-local?) of every device the node can reach, in slice order."""
         got = self._devices.get(node.name)
         if got is None:
+            slices = self.objects.slices
+            # Only this node's own slices and the shared ones, kept in slice order: a cluster
+            # of many nodes each publishing its slice costs a node its slices, not all of them.
+            mine = sorted(self._node_local.get(node.name, []) + self._shared)
             got = self._devices[node.name] = [
                 ((s.spec.driver, s.spec.pool.name, d.name), device_env(s.spec.driver, d), local)
-                for s in self.objects.slices
+                for s in (slices[i] for i in mine)
                 for local in [self._reaches(s, node)]
                 if local is not None
                 for d in s.spec.devices
