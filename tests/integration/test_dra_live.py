@@ -165,6 +165,55 @@ async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bin
         await kube.delete("deviceclasses", "", cls)
 
 
+async def test_a_claim_from_a_template_is_made_allocated_and_reserved(
+    cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
+) -> None:
+    """A pod whose claim names a ResourceClaimTemplate: the resourceclaim controller makes the
+    claim and records it in the pod's status; the scheduler waits for that, then allocates the
+    made claim and the binder writes it before the bind."""
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(CONF)
+    kube, ns = cluster.admin, cluster.ns
+    [node] = await cluster.add_nodes(f"1:cpu=4,memory=8Gi,name={ns}-t")
+    cls = f"{ns}.{DRIVER}"
+    await kube.create("deviceclasses", "", device_class(cls))
+    await kube.create("resourceslices", "", resource_slice(node, "a100"))
+    try:
+        async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+            await ensure_queue(kube, "default")
+            await s.cache()
+            await s.scheduler(conf=str(conf), period=0.2)
+            await s.binder()
+            spec = claim(ns, "unused", cls, "a100")["spec"]
+            template = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "gpu-template", "namespace": ns},
+                "spec": {"spec": spec},
+            }
+            await kube.create("resourceclaimtemplates", ns, template)
+            await kube.create("podgroups", ns, podgroup(ns, "tpl", 1))
+            body = claiming_pod(ns, "t-1", "tpl", "")
+            body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]
+            await kube.create("pods", ns, body)
+
+            async def bound() -> str:
+                return await node_of(kube, ns, "t-1")
+
+            assert await poll(bound, timeout=30.0) == node
+            got = json.loads(await kube.get("pods", ns, "t-1"))
+            [made] = got["status"]["resourceClaimStatuses"]
+            assert made["name"] == "gpu" and made["resourceClaimName"].startswith("t-1-gpu-")
+            claimed = json.loads(await kube.get("resourceclaims", ns, made["resourceClaimName"]))
+            assert [r["device"] for r in claimed["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+            assert claimed["status"]["reservedFor"] == [
+                {"resource": "pods", "name": "t-1", "uid": got["metadata"]["uid"]}
+            ]
+    finally:
+        await kube.delete("resourceslices", "", f"{node}-{DRIVER}")
+        await kube.delete("deviceclasses", "", cls)
+
+
 async def test_explain_reads_claims_from_the_mirror(
     make_sim: Any,
     nats_url: str,

@@ -50,8 +50,9 @@ def _status(exc: ApiException) -> dict[str, Any]:
 
 def test_discovery_lists_the_three_kinds(resource: client.ResourceV1Api) -> None:
     found = {r.name: r for r in resource.get_api_resources().resources}
-    assert {"resourceclaims", "resourceclaims/status", "resourceslices", "deviceclasses"} <= set(found)
-    assert found["resourceclaims"].namespaced
+    expected = {"resourceclaims", "resourceclaims/status", "resourceclaimtemplates", "resourceslices", "deviceclasses"}
+    assert expected <= set(found)
+    assert found["resourceclaims"].namespaced and found["resourceclaimtemplates"].namespaced
     assert not found["resourceslices"].namespaced and not found["deviceclasses"].namespaced
 
 
@@ -160,3 +161,53 @@ def test_finished_or_deleted_pods_leave_their_claims(
     assert [r.name for r in shared.status.reserved_for] == ["p2"] and shared.status.allocation is not None
     core.delete_namespaced_pod("p2", ns)  # unbound: gone at once
     wait_for(lambda: resource.read_namespaced_resource_claim("shared", ns).status.allocation is None, what="shared")
+
+
+def test_claims_are_made_from_templates_for_their_pods(
+    resource: client.ResourceV1Api, core: client.CoreV1Api, ns: str, pod: Any, wait_for: Any
+) -> None:
+    # The resourceclaim controller's handleClaim: a claim per pod claim that names a template,
+    # generateName "<pod>-<claim>-", owned by the pod, annotated with the pod claim's name, with
+    # the template's labels and spec (defaulted), recorded in status.resourceClaimStatuses.  A pod
+    # whose template does not exist yet waits; once the pod is done the made claim is deleted.
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    template = {
+        "metadata": {"name": "tpl"},
+        "spec": {"metadata": {"labels": {"team": "ml"}}, "spec": {"devices": {"requests": [request]}}},
+    }
+    made = resource.create_namespaced_resource_claim_template(ns, template)
+    assert made.spec.spec.devices.requests[0].exactly.count == 1
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "tpl"}]
+    p = core.create_namespaced_pod(ns, pod("trainer", resourceClaims=claims))
+
+    def recorded() -> Any:
+        return core.read_namespaced_pod("trainer", ns).status.resource_claim_statuses
+
+    [status] = wait_for(recorded, what="the pod's resourceClaimStatuses")
+    assert status.name == "gpu" and status.resource_claim_name.startswith("trainer-gpu-")
+    assert len(status.resource_claim_name) == len("trainer-gpu-") + 5
+    claim = resource.read_namespaced_resource_claim(status.resource_claim_name, ns)
+    assert claim.metadata.annotations == {"resource.kubernetes.io/pod-claim-name": "gpu"}
+    assert claim.metadata.labels == {"team": "ml"}
+    [owner] = claim.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == ("Pod", "trainer", p.metadata.uid, True)
+    assert claim.spec.devices.requests[0].exactly.allocation_mode == "ExactCount"
+
+    # A template that comes later: the pod waits for it, then gets its claim.
+    later = [{"name": "gpu", "resourceClaimTemplateName": "later"}]
+    core.create_namespaced_pod(ns, pod("waiter", resourceClaims=later))
+    assert not core.read_namespaced_pod("waiter", ns).status.resource_claim_statuses
+    resource.create_namespaced_resource_claim_template(ns, {**template, "metadata": {"name": "later"}})
+    wait_for(lambda: core.read_namespaced_pod("waiter", ns).status.resource_claim_statuses, what="waiter's claim")
+
+    # Reserved for the pod, then the pod finishes: released, and deleted as nobody needs it.
+    ref = {"resource": "pods", "name": "trainer", "uid": p.metadata.uid}
+    body = {"status": {"allocation": ALLOCATION, "reservedFor": [ref]}}
+    resource.patch_namespaced_resource_claim_status(status.resource_claim_name, ns, body)
+    core.patch_namespaced_pod_status("trainer", ns, {"status": {"phase": "Succeeded"}})
+
+    def deleted() -> bool:
+        names = [c.metadata.name for c in resource.list_namespaced_resource_claim(ns).items]
+        return status.resource_claim_name not in names
+
+    wait_for(deleted, what="the made claim deleted")

@@ -84,6 +84,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("jobtemplates", "flow.volcano.sh/v1alpha1", True),
         Resource("numatopologies", "nodeinfo.volcano.sh/v1alpha1", False),
         Resource("resourceclaims", "resource.k8s.io/v1", True),
+        Resource("resourceclaimtemplates", "resource.k8s.io/v1", True),
         Resource("resourceslices", "resource.k8s.io/v1", False),
         Resource("deviceclasses", "resource.k8s.io/v1", False),
         Resource("validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", False),

@@ -1,8 +1,8 @@
-"""resource.k8s.io/v1 (dynamic resource allocation): ResourceClaims, ResourceSlices and
-DeviceClasses as kube-apiserver 1.34 stores them.
+"""resource.k8s.io/v1 (dynamic resource allocation): ResourceClaims, ResourceClaimTemplates,
+ResourceSlices and DeviceClasses as kube-apiserver 1.34 stores them.
 
-Modelled where a scheduler or a driver would notice: a claim's exact requests get their
-defaults (``allocationMode: ExactCount``, ``count: 1``), its status starts empty and its spec
+Modelled where a scheduler or a driver would notice: a claim's (and a template's) exact requests
+get their defaults (``allocationMode: ExactCount``, ``count: 1``), its status starts empty and its spec
 is immutable; a status write may not reserve an unallocated claim, name a consumer twice or
 without its resource, name and uid, nor change an allocation once set (it may only clear
 it).  A slice needs its driver and pool and exactly one way of naming its nodes.  Slices and
@@ -21,6 +21,7 @@ GROUP = "resource.k8s.io"
 CLAIMS = (GROUP, "resourceclaims")
 SLICES = (GROUP, "resourceslices")
 CLASSES = (GROUP, "deviceclasses")
+TEMPLATES = (GROUP, "resourceclaimtemplates")
 _NODE_SELECTION = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
 
 
@@ -39,6 +40,17 @@ def _default_request(request: Obj) -> None:
 
 def prepare_claim_create(obj: Obj) -> None:
     obj["status"] = {}  # PrepareForCreate: a new claim is neither allocated nor reserved
+    default_requests(obj)
+
+
+def default_template(obj: Obj) -> None:
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("spec"), dict):
+        default_requests({"spec": spec["spec"]})  # the claim spec it stamps out
+
+
+def default_requests(obj: Obj) -> None:
+    """SetDefaults_ExactDeviceRequest and SetDefaults_DeviceSubRequest."""
     for request in _requests(obj):
         exact = request.get("exactly")
         if isinstance(exact, dict):
@@ -117,9 +129,12 @@ def validate_slice(obj: Obj) -> Causes:
     return causes
 
 
-PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {CLAIMS: prepare_claim_create}
+PREPARE_CREATE: dict[tuple[str, str], Callable[[Obj], None]] = {
+    CLAIMS: prepare_claim_create,
+    TEMPLATES: default_template,
+}
 PREPARE_UPDATE: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {CLAIMS: prepare_claim_update}
 PREPARE_STATUS: dict[tuple[str, str], Callable[[Obj, Obj], Causes]] = {CLAIMS: prepare_claim_status}
 VALIDATE: dict[tuple[str, str], Callable[[Obj], Causes]] = {CLAIMS: validate_claim, SLICES: validate_slice}
 GENERATION = frozenset({SLICES, CLASSES})
-RETURN_DELETED = frozenset({CLAIMS, SLICES, CLASSES})  # their stores set ReturnDeletedObject
+RETURN_DELETED = frozenset({CLAIMS, SLICES, CLASSES, TEMPLATES})  # their stores set ReturnDeletedObject

@@ -106,6 +106,7 @@ def builtin_types() -> list[ResourceType]:
         # dynamic resource allocation (GA in 1.34): claims have a status; slices and classes
         # are cluster-scoped and have none.
         ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, status=True),
+        ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
         ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
         ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
         ResourceType(
