@@ -15,7 +15,7 @@ import pytest
 from lahar.adapters.kube import KubeClient
 from lahar.sim import Emulator
 from lahar.wire.messages import ClaimAllocation
-from lahar_binder.claims import FINALIZER, ClaimRefused, reserve_claims
+from lahar_binder.claims import FINALIZER, ClaimRefused, reserve_claims, unreserve_claims
 
 from .services import kube_for
 
@@ -107,5 +107,60 @@ async def test_a_stale_read_is_read_again(sim: Emulator, monkeypatch: pytest.Mon
         assert calls == 4  # 2 conflicts, the write, and our read above
         assert got["status"]["allocation"] == allocation("g0")
         assert got["metadata"]["labels"] == {"touched": "2"}
+    finally:
+        await kube.close()
+
+
+async def test_a_failed_bind_takes_the_pod_out_of_reserved_for(sim: Emulator) -> None:
+    # kube-scheduler's Unreserve: the pod's entry goes, the allocation stays (the controller
+    # deallocates only claims whose consumers it removed itself).
+    kube, ns = kube_for(sim.url), "claims-d"
+    try:
+        await new_claim(kube, ns)
+        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        await reserve_claims(kube, ns, "p2", "u2", [ClaimAllocation(name="c")])
+        await unreserve_claims(kube, ns, "u1", ["c", "missing"])
+        assert [r["uid"] for r in (await read(kube, ns))["status"]["reservedFor"]] == ["u2"]
+        await unreserve_claims(kube, ns, "u2", ["c"])
+        assert (await read(kube, ns))["status"] == {"allocation": allocation("g0")}
+    finally:
+        await kube.close()
+
+
+async def test_the_binder_reserves_before_binding_and_unreserves_when_the_bind_conflicts(sim: Emulator) -> None:
+    """BinderService._bind with claims: reserve, then bind; a pod already bound elsewhere is a
+    conflict, and the pod leaves the claim's reservedFor again (kube-scheduler's Unreserve)."""
+    from typing import cast
+
+    from nats.js.client import JetStreamContext
+    from prometheus_client import CollectorRegistry
+
+    from lahar.wire.messages import BindItem, Binds
+    from lahar.wire.names import Names
+    from lahar_binder.service import BinderService
+
+    kube, ns = kube_for(sim.url), "claims-e"
+    # No NATS: _bind makes API calls only (the events it records wait in their queue).
+    binder = BinderService(kube, cast(JetStreamContext, None), Names("t"), CollectorRegistry())
+    try:
+        await new_claim(kube, ns)
+        spec = {
+            "containers": [{"name": "c", "image": "x"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+        }
+        free = json.loads(await kube.create("pods", ns, {"metadata": {"name": "free"}, "spec": spec}))
+        taken = {"metadata": {"name": "taken"}, "spec": {**spec, "nodeName": "elsewhere"}}
+        taken = json.loads(await kube.create("pods", ns, taken))
+        item = BindItem(namespace=ns, name="taken", uid=taken["metadata"]["uid"], node="n-1", claims=[ours("g0")])
+        got = await binder._bind(Binds(id="b1", items=[item]), item, None)
+        assert got is not None and got.outcome == "conflict"
+        assert (await read(kube, ns))["status"] == {"allocation": allocation("g0")}  # reserved, then not
+
+        item = BindItem(namespace=ns, name="free", uid=free["metadata"]["uid"], node="n-1", claims=[ours("g0")])
+        got = await binder._bind(Binds(id="b2", items=[item]), item, None)
+        assert got is not None and got.outcome == "done"
+        status = (await read(kube, ns))["status"]
+        assert status["reservedFor"] == [{"resource": "pods", "name": "free", "uid": free["metadata"]["uid"]}]
+        assert json.loads(await kube.get("pods", ns, "free"))["spec"]["nodeName"] == "n-1"
     finally:
         await kube.close()

@@ -10,15 +10,23 @@ again and retries, as client-go's RetryOnConflict does there.
 
 A claim another scheduler allocated to other devices meanwhile is refused (kube-scheduler's
 "got allocated elsewhere in the meantime"); the same devices are taken as our own earlier write.
+
+If the bind then fails, ``unreserve_claims`` takes the pod out of ``reservedFor`` again, as
+kube-scheduler's Unreserve does; the resourceclaim controller deallocates a claim left with no
+consumer.  That is best effort: a claim it cannot update is left for the controller, which
+releases it once the pod is gone.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-from lahar.adapters.kube import Conflict, KubeClient, NotFound
+from lahar.adapters.kube import Conflict, KubeClient, KubeError, NotFound
 from lahar.wire.messages import NO_OBJECT, ClaimAllocation
+
+log = logging.getLogger("lahar.binder")
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RETRIES = 5  # client-go's retry.DefaultRetry steps
@@ -80,3 +88,32 @@ async def _write(kube: KubeClient, namespace: str, obj: Obj, pod: str, uid: str,
 def _devices(allocation: Obj | None) -> set[tuple[str, str, str, str]]:
     results = ((allocation or {}).get("devices") or {}).get("results") or []
     return {(r.get("request", ""), r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results}
+
+
+async def unreserve_claims(kube: KubeClient, namespace: str, uid: str, names: list[str]) -> None:
+    for name in names:
+        try:
+            await _unreserve(kube, namespace, name, uid)
+        except KubeError as exc:
+            log.warning("could not take pod %s out of resourceclaim %s/%s: %s", uid, namespace, name, exc)
+
+
+async def _unreserve(kube: KubeClient, namespace: str, name: str, uid: str) -> None:
+    for _ in range(RETRIES):
+        try:
+            obj = json.loads(await kube.get("resourceclaims", namespace, name))
+        except NotFound:
+            return
+        status = obj.get("status") or {}
+        reserved = status.get("reservedFor") or []
+        left = [r for r in reserved if r.get("uid") != uid]
+        if len(left) == len(reserved):
+            return
+        obj["status"] = (
+            {**status, "reservedFor": left} if left else {k: v for k, v in status.items() if k != "reservedFor"}
+        )
+        try:
+            await kube.replace("resourceclaims", namespace, name, obj, sub="status")
+            return
+        except Conflict:
+            continue

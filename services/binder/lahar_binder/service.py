@@ -52,7 +52,7 @@ from lahar.wire.messages import (
 )
 from lahar.wire.names import Names
 from lahar_binder import events
-from lahar_binder.claims import ClaimRefused, reserve_claims
+from lahar_binder.claims import ClaimRefused, reserve_claims, unreserve_claims
 from lahar_binder.settle import Plan, admit, settle
 
 log = logging.getLogger("lahar.binder")
@@ -350,26 +350,38 @@ class BinderService:
         }
 
         async def work() -> Result:
+            if not item.claims:
+                return await self._bind_pod(d, item)
+            # DRA: the claims first, so the kubelet finds the pod reserved (kube's PreBind).
             try:
-                if item.claims:  # DRA: the claims first, so the kubelet finds the pod reserved
-                    uid = item.uid or _uid.decode(await self.kube.get("pods", item.namespace, item.name)).metadata.uid
-                    await reserve_claims(self.kube, item.namespace, item.name, uid, item.claims)
-                if item.annotations:
-                    await self.kube.bind(item.namespace, item.name, item.node, item.uid, item.annotations)
-                else:
-                    await self.kube.bind(item.namespace, item.name, item.node, item.uid)
-                self.events.record(events.bound(item))
-                return _result(d, item, "done")
+                uid = item.uid or _uid.decode(await self.kube.get("pods", item.namespace, item.name)).metadata.uid
+                await reserve_claims(self.kube, item.namespace, item.name, uid, item.claims)
             except NotFound:
                 return _result(d, item, "gone", "the pod no longer exists")
-            except Conflict:
-                return await self._settle_conflict(d, item)
-            except ClaimRefused as exc:
+            except (ClaimRefused, PermanentKubeError) as exc:
                 return _result(d, item, "failed", str(exc))
-            except PermanentKubeError as exc:
-                return _result(d, item, "failed", str(exc))
+            result = await self._bind_pod(d, item)
+            if result.outcome in ("conflict", "failed"):
+                # kube's Unreserve: the pod leaves reservedFor, so the claim can be deallocated.
+                await unreserve_claims(self.kube, item.namespace, uid, [c.name for c in item.claims])
+            return result
 
         return await self._call("bind", ctx, attrs, work)
+
+    async def _bind_pod(self, d: Binds, item: BindItem) -> Result:
+        try:
+            if item.annotations:
+                await self.kube.bind(item.namespace, item.name, item.node, item.uid, item.annotations)
+            else:
+                await self.kube.bind(item.namespace, item.name, item.node, item.uid)
+            self.events.record(events.bound(item))
+            return _result(d, item, "done")
+        except NotFound:
+            return _result(d, item, "gone", "the pod no longer exists")
+        except Conflict:
+            return await self._settle_conflict(d, item)
+        except PermanentKubeError as exc:
+            return _result(d, item, "failed", str(exc))
 
     async def _settle_conflict(self, d: Binds, item: BindItem) -> Result:
         """Already bound: success if it is where we decided, else a conflict to report."""
