@@ -211,3 +211,22 @@ def test_claims_are_made_from_templates_for_their_pods(
         return status.resource_claim_name not in names
 
     wait_for(deleted, what="the made claim deleted")
+
+
+def test_slices_are_selected_by_node_and_driver(resource: client.ResourceV1Api, unique: str) -> None:
+    # resourceslice strategy.go toSelectableFields: spec.nodeName ("" for slices of no one node)
+    # and spec.driver, besides metadata.name; other fields are refused.
+    pool = {"name": "p", "generation": 1, "resourceSliceCount": 1}
+    for name, extra in ((f"{unique}-a", {"nodeName": "n1"}), (f"{unique}-b", {"allNodes": True})):
+        spec = {"driver": f"{unique}.example.com", "pool": pool, **extra}
+        resource.create_resource_slice({"metadata": {"name": name}, "spec": spec})
+    driver = f"spec.driver={unique}.example.com"
+    on_n1 = resource.list_resource_slice(field_selector=f"spec.nodeName=n1,{driver}")
+    assert [s.metadata.name for s in on_n1.items] == [f"{unique}-a"]
+    no_node = resource.list_resource_slice(field_selector=f"spec.nodeName=,{driver}")
+    assert [s.metadata.name for s in no_node.items] == [f"{unique}-b"]
+    with pytest.raises(ApiException) as err:
+        resource.list_resource_slice(field_selector="spec.pool.name=p")
+    assert err.value.status == 400
+    for name in (f"{unique}-a", f"{unique}-b"):
+        resource.delete_resource_slice(name)

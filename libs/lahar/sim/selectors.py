@@ -264,6 +264,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "secrets": (*_COMMON, "type"),
     "replicasets.apps": (*_COMMON, "status.replicas"),
     "jobs.batch": (*_COMMON, "status.successful"),
+    # what kubelets and DRA drivers watch their node's slices by (cluster-scoped: no namespace)
+    "resourceslices.resource.k8s.io": ("metadata.name", "spec.nodeName", "spec.driver"),
 }
 _ALIASES = {"source": "source.component", "status.successful": "status.succeeded"}
 
