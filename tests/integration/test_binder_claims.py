@@ -164,3 +164,32 @@ async def test_the_binder_reserves_before_binding_and_unreserves_when_the_bind_c
         assert json.loads(await kube.get("pods", ns, "free"))["spec"]["nodeName"] == "n-1"
     finally:
         await kube.close()
+
+
+async def test_a_refused_claim_rolls_back_the_ones_written_before_it(sim: Emulator) -> None:
+    # Volcano's executePreBind rolls back what PreBind did when it fails: the first claim was
+    # reserved for the pod, the second is missing, so the pod leaves the first again.
+    from typing import cast
+
+    from nats.js.client import JetStreamContext
+    from prometheus_client import CollectorRegistry
+
+    from lahar.wire.messages import BindItem, Binds
+    from lahar.wire.names import Names
+    from lahar_binder.service import BinderService
+
+    kube, ns = kube_for(sim.url), "claims-f"
+    binder = BinderService(kube, cast(JetStreamContext, None), Names("t"), CollectorRegistry())
+    try:
+        await new_claim(kube, ns)
+        claims = [{"name": "a", "resourceClaimName": "c"}, {"name": "b", "resourceClaimName": "gone"}]
+        spec = {"containers": [{"name": "c", "image": "x"}], "resourceClaims": claims}
+        p = json.loads(await kube.create("pods", ns, {"metadata": {"name": "p"}, "spec": spec}))
+        wanted = [ours("g0"), ClaimAllocation(name="gone", allocation=ours("g1").allocation)]
+        item = BindItem(namespace=ns, name="p", uid=p["metadata"]["uid"], node="n-1", claims=wanted)
+        got = await binder._bind(Binds(id="b", items=[item]), item, None)
+        assert got is not None and got.outcome == "failed" and 'resourceclaim "gone" not found' in got.message
+        assert (await read(kube, ns))["status"] == {"allocation": allocation("g0")}
+        assert not json.loads(await kube.get("pods", ns, "p"))["spec"].get("nodeName")
+    finally:
+        await kube.close()

@@ -352,18 +352,23 @@ class BinderService:
         async def work() -> Result:
             if not item.claims:
                 return await self._bind_pod(d, item)
-            # DRA: the claims first, so the kubelet finds the pod reserved (kube's PreBind).
+            # DRA, as Volcano's cache runs the predicates plugin's PreBind (kube's DynamicResources
+            # PreBind) before the bind and PreBindRollBack (its Unreserve) after a failed one: the
+            # claims first, so the kubelet finds the pod reserved; out of reservedFor again if
+            # any claim or the bind fails.
             try:
                 uid = item.uid or _uid.decode(await self.kube.get("pods", item.namespace, item.name)).metadata.uid
-                await reserve_claims(self.kube, item.namespace, item.name, uid, item.claims)
             except NotFound:
                 return _result(d, item, "gone", "the pod no longer exists")
+            names = [c.name for c in item.claims]
+            try:
+                await reserve_claims(self.kube, item.namespace, item.name, uid, item.claims)
             except (ClaimRefused, PermanentKubeError) as exc:
+                await unreserve_claims(self.kube, item.namespace, uid, names)
                 return _result(d, item, "failed", str(exc))
             result = await self._bind_pod(d, item)
             if result.outcome in ("conflict", "failed"):
-                # kube's Unreserve: the pod leaves reservedFor, so the claim can be deallocated.
-                await unreserve_claims(self.kube, item.namespace, uid, [c.name for c in item.claims])
+                await unreserve_claims(self.kube, item.namespace, uid, names)
             return result
 
         return await self._call("bind", ctx, attrs, work)
