@@ -129,7 +129,9 @@ async def test_a_failed_bind_takes_the_pod_out_of_reserved_for(sim: Emulator) ->
 
 async def test_the_binder_reserves_before_binding_and_unreserves_when_the_bind_conflicts(sim: Emulator) -> None:
     """BinderService._bind with claims: reserve, then bind; a pod already bound elsewhere is a
-    conflict, and the pod leaves the claim's reservedFor again (kube-scheduler's Unreserve)."""
+    conflict, and the pod leaves the claim's reservedFor again (kube-scheduler's Unreserve, which
+    Volcano runs as the predicates plugin's PreBindRollBack after a failed bind: volcano
+    pkg/scheduler/plugins/predicates/predicates_test.go TestReserveRollbackOrderStable)."""
     from typing import cast
 
     from nats.js.client import JetStreamContext
@@ -167,8 +169,10 @@ async def test_the_binder_reserves_before_binding_and_unreserves_when_the_bind_c
 
 
 async def test_a_refused_claim_rolls_back_the_ones_written_before_it(sim: Emulator) -> None:
-    # Volcano's executePreBind rolls back what PreBind did when it fails: the first claim was
-    # reserved for the pod, the second is missing, so the pod leaves the first again.
+    # Volcano's executePreBind rolls back what PreBind did when it fails (volcano
+    # pkg/scheduler/cache/cache_test.go TestExecutePreBinds "multiple pre-binders with one
+    # failure": the pod is not bound): the first claim was reserved for the pod, the second is
+    # missing, so the pod leaves the first again.
     from typing import cast
 
     from nats.js.client import JetStreamContext

@@ -111,6 +111,8 @@ async def test_a_claim_is_allocated_from_a_node_slice_and_written_before_the_bin
             async def bound() -> str:
                 return await node_of(kube, ns, "p-1")
 
+            # volcano pkg/scheduler/actions/allocate/allocate_test.go TestAllocateWithDRA
+            # "Allocate normal resourceClaim successfully": the pod binds where the device is.
             assert await poll(bound, timeout=20.0) == node_a
             got = json.loads(await kube.get("resourceclaims", ns, "first"))
             pod_uid = json.loads(await kube.get("pods", ns, "p-1"))["metadata"]["uid"]
@@ -169,8 +171,10 @@ async def test_a_claim_from_a_template_is_made_allocated_and_reserved(
     cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, tmp_path: Any
 ) -> None:
     """A pod whose claim names a ResourceClaimTemplate: the resourceclaim controller makes the
-    claim and records it in the pod's status; the scheduler waits for that, then allocates the
-    made claim and the binder writes it before the bind."""
+    claim and records it in the pod's status; the scheduler waits for that (volcano
+    pkg/scheduler/cache/cache_dra_test.go TestBuildTaskDRAResreq "Unresolved
+    ResourceClaimTemplate returns pending error"), then allocates the made claim and the binder
+    writes it before the bind."""
     conf = tmp_path / "volcano-scheduler.conf"
     conf.write_text(CONF)
     kube, ns = cluster.admin, cluster.ns
