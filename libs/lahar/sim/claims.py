@@ -23,7 +23,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from lahar.sim.dra import CLAIMS, TEMPLATES
-from lahar.sim.store import DELETED, Event, Table
+from lahar.sim.store import DELETED, Event, Table, object_key
 
 if TYPE_CHECKING:
     from lahar.sim.api import Api
@@ -42,9 +42,28 @@ class ClaimReleaser:
         self.pending: list[tuple[str, str]] = []  # (namespace, pod uid) no longer a consumer
         self.to_make: list[tuple[str, str]] = []  # (namespace, pod name) with template claims to make
         self._scheduled = False
+        # pod uid -> the claims (namespace, name) reserved for it, so a pod that finishes costs
+        # its own claims, not a scan of every claim
+        self.reserved: dict[str, set[tuple[str, str]]] = {}
         api.store.listeners.append(self.on_event)
 
+    def _index(self, event: Event) -> None:
+        meta = event.obj["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        for uid in _uids(event.prev):
+            held = self.reserved.get(uid)
+            if held is not None:
+                held.discard(key)
+                if not held:
+                    del self.reserved[uid]
+        if event.type != DELETED:
+            for uid in _uids(event.obj):
+                self.reserved.setdefault(uid, set()).add(key)
+
     def on_event(self, table: Table, event: Event) -> None:
+        if table.rtype.key == CLAIMS:
+            self._index(event)
+            return
         if table.rtype.key == TEMPLATES and event.type != DELETED:
             # Pods of its namespace may wait for this template.
             self.to_make.append((event.obj["metadata"].get("namespace") or "", ""))
@@ -60,7 +79,7 @@ class ClaimReleaser:
         done = (event.obj.get("status") or {}).get("phase") in _DONE or (
             bool(meta.get("deletionTimestamp")) and not (event.obj.get("spec") or {}).get("nodeName")
         )
-        if (event.type == DELETED or done) and meta.get("uid"):
+        if (event.type == DELETED or done) and meta.get("uid") in self.reserved:
             self.pending.append((meta.get("namespace") or "", meta["uid"]))
             self._schedule()
 
@@ -84,12 +103,10 @@ class ClaimReleaser:
         table = self.api.store.tables.get(CLAIMS)
         while self.pending:
             namespace, uid = self.pending.pop(0)
-            if table is None:
-                continue
-            for entry in list(table.objects.values()):
-                obj = entry.obj
-                if obj["metadata"].get("namespace") == namespace and _reserves(obj, uid):
-                    self._release(table, obj, uid)
+            for claim_ns, name in sorted(self.reserved.get(uid, ())):
+                entry = table.objects.get(object_key(claim_ns, name)) if table is not None else None
+                if table is not None and entry is not None and claim_ns == namespace and _reserves(entry.obj, uid):
+                    self._release(table, entry.obj, uid)
 
     # -- claims from templates ----------------------------------------------------------------------
 
@@ -207,3 +224,9 @@ def _made_for(claim: Obj, pod_uid: str, claim_name: str) -> bool:
 def _owner_uid(claim: Obj) -> str:
     refs = claim["metadata"].get("ownerReferences") or []
     return next((r.get("uid", "") for r in refs if r.get("controller") and r.get("kind") == "Pod"), "")
+
+
+def _uids(claim: Obj | None) -> set[str]:
+    if claim is None:
+        return set()
+    return {r.get("uid", "") for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("uid")}
