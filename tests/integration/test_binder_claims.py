@@ -32,11 +32,18 @@ def ours(device: str) -> ClaimAllocation:
     return ClaimAllocation(name="c", allocation=msgspec.Raw(json.dumps(allocation(device)).encode()))
 
 
-async def new_claim(kube: KubeClient, ns: str) -> None:
+async def new_claim(kube: KubeClient, ns: str) -> dict[str, str]:
+    """Claim ``c``, and pods p1..p3 to reserve it for (their uids): the resourceclaim controller
+    drops a reservation for a pod that does not exist."""
     await kube.create("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}}
     await kube.create("resourceclaims", ns, {**body, "spec": {"devices": {"requests": [request]}}})
+    uids = {}
+    for name in ("p1", "p2", "p3"):
+        pod = {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        uids[name] = json.loads(await kube.create("pods", ns, pod))["metadata"]["uid"]
+    return uids
 
 
 async def read(kube: KubeClient, ns: str) -> dict[str, Any]:
@@ -46,24 +53,24 @@ async def read(kube: KubeClient, ns: str) -> dict[str, Any]:
 async def test_allocation_and_reservation_are_written_once(sim: Emulator) -> None:
     kube, ns = kube_for(sim.url), "claims-a"
     try:
-        await new_claim(kube, ns)
-        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        u = await new_claim(kube, ns)
+        await reserve_claims(kube, ns, "p1", u["p1"], [ours("g0")])
         got = await read(kube, ns)
         assert got["metadata"]["finalizers"] == [FINALIZER]
         assert got["status"] == {
             "allocation": allocation("g0"),
-            "reservedFor": [{"resource": "pods", "name": "p1", "uid": "u1"}],
+            "reservedFor": [{"resource": "pods", "name": "p1", "uid": u["p1"]}],
         }
         rv = got["metadata"]["resourceVersion"]
         # A redelivered decision: the pod is already reserved, nothing is written.
-        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        await reserve_claims(kube, ns, "p1", u["p1"], [ours("g0")])
         assert (await read(kube, ns))["metadata"]["resourceVersion"] == rv
         # Another pod sharing the allocated claim joins reservedFor only.
-        await reserve_claims(kube, ns, "p2", "u2", [ClaimAllocation(name="c")])
+        await reserve_claims(kube, ns, "p2", u["p2"], [ClaimAllocation(name="c")])
         assert [r["name"] for r in (await read(kube, ns))["status"]["reservedFor"]] == ["p1", "p2"]
         # Someone else's allocation of other devices is not overwritten.
         with pytest.raises(ClaimRefused, match="got allocated elsewhere in the meantime"):
-            await reserve_claims(kube, ns, "p3", "u3", [ours("g1")])
+            await reserve_claims(kube, ns, "p3", u["p3"], [ours("g1")])
     finally:
         await kube.close()
 
@@ -71,16 +78,16 @@ async def test_allocation_and_reservation_are_written_once(sim: Emulator) -> Non
 async def test_refusals(sim: Emulator) -> None:
     kube, ns = kube_for(sim.url), "claims-b"
     try:
-        await new_claim(kube, ns)
+        u = await new_claim(kube, ns)
         with pytest.raises(ClaimRefused, match="is not allocated"):
-            await reserve_claims(kube, ns, "p1", "u1", [ClaimAllocation(name="c")])
+            await reserve_claims(kube, ns, "p1", u["p1"], [ClaimAllocation(name="c")])
         with pytest.raises(ClaimRefused, match='resourceclaim "nope" not found'):
-            await reserve_claims(kube, ns, "p1", "u1", [ClaimAllocation(name="nope")])
+            await reserve_claims(kube, ns, "p1", u["p1"], [ClaimAllocation(name="nope")])
         # Being deleted (held by its finalizer): kube-scheduler's "got deleted in the meantime".
         await kube.patch("resourceclaims", ns, "c", {"metadata": {"finalizers": ["example.com/hold"]}})
         await kube.delete("resourceclaims", ns, "c")
         with pytest.raises(ClaimRefused, match="got deleted in the meantime"):
-            await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+            await reserve_claims(kube, ns, "p1", u["p1"], [ours("g0")])
     finally:
         await kube.close()
 
@@ -88,7 +95,7 @@ async def test_refusals(sim: Emulator) -> None:
 async def test_a_stale_read_is_read_again(sim: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
     kube, ns = kube_for(sim.url), "claims-c"
     try:
-        await new_claim(kube, ns)
+        u = await new_claim(kube, ns)
         real_get = kube.get
         calls = 0
 
@@ -102,7 +109,7 @@ async def test_a_stale_read_is_read_again(sim: Emulator, monkeypatch: pytest.Mon
             return raw
 
         monkeypatch.setattr(kube, "get", get_then_touch)
-        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
+        await reserve_claims(kube, ns, "p1", u["p1"], [ours("g0")])
         got = await read(kube, ns)
         assert calls == 4  # 2 conflicts, the write, and our read above
         assert got["status"]["allocation"] == allocation("g0")
@@ -116,12 +123,12 @@ async def test_a_failed_bind_takes_the_pod_out_of_reserved_for(sim: Emulator) ->
     # deallocates only claims whose consumers it removed itself).
     kube, ns = kube_for(sim.url), "claims-d"
     try:
-        await new_claim(kube, ns)
-        await reserve_claims(kube, ns, "p1", "u1", [ours("g0")])
-        await reserve_claims(kube, ns, "p2", "u2", [ClaimAllocation(name="c")])
-        await unreserve_claims(kube, ns, "u1", ["c", "missing"])
-        assert [r["uid"] for r in (await read(kube, ns))["status"]["reservedFor"]] == ["u2"]
-        await unreserve_claims(kube, ns, "u2", ["c"])
+        u = await new_claim(kube, ns)
+        await reserve_claims(kube, ns, "p1", u["p1"], [ours("g0")])
+        await reserve_claims(kube, ns, "p2", u["p2"], [ClaimAllocation(name="c")])
+        await unreserve_claims(kube, ns, u["p1"], ["c", "missing"])
+        assert [r["uid"] for r in (await read(kube, ns))["status"]["reservedFor"]] == [u["p2"]]
+        await unreserve_claims(kube, ns, u["p2"], ["c"])
         assert (await read(kube, ns))["status"] == {"allocation": allocation("g0")}
     finally:
         await kube.close()

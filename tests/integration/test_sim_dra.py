@@ -74,31 +74,32 @@ def test_a_claim_spec_is_immutable(resource: client.ResourceV1Api, ns: str) -> N
     )
 
 
-def test_claim_status_rules(resource: client.ResourceV1Api, ns: str) -> None:
+def test_claim_status_rules(resource: client.ResourceV1Api, core: client.CoreV1Api, ns: str, pod: Any) -> None:
     resource.create_namespaced_resource_claim(ns, claim_body("c"))
-    pod = {"resource": "pods", "name": "p", "uid": "u1"}
+    uid = core.create_namespaced_pod(ns, pod("p")).metadata.uid  # a reservation names a live pod
+    consumer = {"resource": "pods", "name": "p", "uid": uid}
     # reservedFor without an allocation is refused.
     with pytest.raises(ApiException) as err:
-        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [pod]}})
+        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [consumer]}})
     assert err.value.status == 422
     assert "may not be specified when `allocated` is not set" in _status(err.value)["message"]
     # Allocation and reservation together (kube-scheduler's PreBind) go through; the status
     # write does not change the spec.
-    body = {"status": {"allocation": ALLOCATION, "reservedFor": [pod]}, "spec": {"devices": {"requests": []}}}
+    body = {"status": {"allocation": ALLOCATION, "reservedFor": [consumer]}, "spec": {"devices": {"requests": []}}}
     got = resource.patch_namespaced_resource_claim_status("c", ns, body)
     assert got.status.allocation.devices.results[0].device == "g0"
-    assert got.status.reserved_for[0].uid == "u1"
+    assert got.status.reserved_for[0].uid == uid
     assert got.spec.devices.requests[0].name == "gpu"
     # A main-resource update cannot touch status.
     got = resource.patch_namespaced_resource_claim("c", ns, {"status": {"reservedFor": []}})
-    assert got.status.reserved_for[0].uid == "u1"
+    assert got.status.reserved_for[0].uid == uid
     # Once set, the allocation cannot change; a consumer appears once.
     other = {"devices": {"results": [{**ALLOCATION["devices"]["results"][0], "device": "g1"}]}}
     with pytest.raises(ApiException) as err:
         resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"allocation": other}})
     assert "status.allocation: Invalid value" in _status(err.value)["message"]
     with pytest.raises(ApiException) as err:
-        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [pod, pod]}})
+        resource.patch_namespaced_resource_claim_status("c", ns, {"status": {"reservedFor": [consumer, consumer]}})
     assert "Duplicate value" in _status(err.value)["message"]
 
 
@@ -230,3 +231,23 @@ def test_slices_are_selected_by_node_and_driver(resource: client.ResourceV1Api, 
     assert err.value.status == 400
     for name in (f"{unique}-a", f"{unique}-b"):
         resource.delete_resource_slice(name)
+
+
+def test_a_reservation_for_a_pod_that_does_not_exist_goes(
+    resource: client.ResourceV1Api, ns: str, wait_for: Any
+) -> None:
+    # syncClaim runs on the claim's own changes too: a consumer pod that is not there (as
+    # kube-controller-manager 1.34 does within moments) is removed, and a claim the scheduler
+    # allocated (with the delete-protection finalizer) is deallocated.
+    resource.create_namespaced_resource_claim(ns, {**claim_body("c"), "status": {}})
+    finalizer = {"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}}
+    resource.patch_namespaced_resource_claim("c", ns, finalizer)
+    ghost = {"resource": "pods", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}
+    body = {"status": {"allocation": ALLOCATION, "reservedFor": [ghost]}}
+    resource.patch_namespaced_resource_claim_status("c", ns, body)
+
+    def released() -> bool:
+        got = resource.read_namespaced_resource_claim("c", ns)
+        return not got.status.reserved_for and got.status.allocation is None and not got.metadata.finalizers
+
+    wait_for(released, what="the ghost's reservation gone and the claim deallocated")

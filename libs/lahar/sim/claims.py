@@ -1,6 +1,7 @@
 """The part of kube-controller-manager's resourceclaim controller a scheduler relies on: a pod
 that is gone, replaced or done (Succeeded/Failed, or deleted before it was bound) leaves the
-``reservedFor`` of its claims; a claim left with no consumer that carries the
+``reservedFor`` of its claims, whether the pod or the claim changed (a reservation written for a
+pod that does not exist goes at once); a claim left with no consumer that carries the
 ``resource.kubernetes.io/delete-protection`` finalizer (the scheduler allocated it) is
 deallocated by a status update, then loses the finalizer by an ordinary update, so its devices
 are free again and a claim being deleted goes.
@@ -63,6 +64,8 @@ class ClaimReleaser:
     def on_event(self, table: Table, event: Event) -> None:
         if table.rtype.key == CLAIMS:
             self._index(event)
+            if event.type != DELETED:
+                self._check_consumers(event.obj)
             return
         if table.rtype.key == TEMPLATES and event.type != DELETED:
             # Pods of its namespace may wait for this template.
@@ -75,13 +78,23 @@ class ClaimReleaser:
         if event.type != DELETED and _needs_claims(event.obj):
             self.to_make.append((meta.get("namespace") or "", meta["name"]))
             self._schedule()
-        # kube's isPodDone: terminal, or deleted before it was scheduled.
-        done = (event.obj.get("status") or {}).get("phase") in _DONE or (
-            bool(meta.get("deletionTimestamp")) and not (event.obj.get("spec") or {}).get("nodeName")
-        )
-        if (event.type == DELETED or done) and meta.get("uid") in self.reserved:
+        if (event.type == DELETED or _done(event.obj)) and meta.get("uid") in self.reserved:
             self.pending.append((meta.get("namespace") or "", meta["uid"]))
             self._schedule()
+
+    def _check_consumers(self, claim: Obj) -> None:
+        """syncClaim on a claim's own change: a reservation for a pod that does not exist (or
+        another pod of that name), or that is done, goes."""
+        namespace = claim["metadata"].get("namespace") or ""
+        pods = self.api.rtype(*_PODS)
+        for ref in (claim.get("status") or {}).get("reservedFor") or []:
+            if ref.get("resource") != "pods" or ref.get("apiGroup"):
+                continue
+            entry = self.api.store.get(pods, namespace, ref.get("name", ""))
+            pod = entry.obj if entry is not None else None
+            if pod is None or pod["metadata"].get("uid") != ref.get("uid") or _done(pod):
+                self.pending.append((namespace, ref.get("uid", "")))
+                self._schedule()
 
     def _schedule(self) -> None:
         if self._scheduled:
@@ -230,3 +243,10 @@ def _uids(claim: Obj | None) -> set[str]:
     if claim is None:
         return set()
     return {r.get("uid", "") for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("uid")}
+
+
+def _done(pod: Obj) -> bool:
+    """kube's isPodDone: terminal, or deleted before it was scheduled."""
+    if (pod.get("status") or {}).get("phase") in _DONE:
+        return True
+    return bool(pod["metadata"].get("deletionTimestamp")) and not (pod.get("spec") or {}).get("nodeName")

@@ -22,6 +22,16 @@ KNOWN: list[Known] = [
         "the server appends a diff of its internal Go struct to this message; the emulator gives the first line",
     ),
     Known(
+        "dra: claim spec is immutable (422)",
+        ("body.message", "body.details.causes[[]0[]].message"),
+        "the server puts a dump of its internal Go struct in this message; the emulator says 'field is immutable'",
+    ),
+    Known(
+        "dra: an allocation cannot change (422)",
+        ("body.message", "body.details.causes[[]0[]].message"),
+        "the server puts a dump of its internal Go struct in this message; the emulator says 'field is immutable'",
+    ),
+    Known(
         "pod: status once running (simulated kubelet vs KWOK)",
         ("conditions.PodReadyToStartContainers", "containers[[]0[]].started", "fields.hostIPs"),
         "not the API server but the simulated kubelets: the emulator's reports what kubelet 1.34 does "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lahar.sim.fidelity.client import Client, compare_servers
 from lahar.sim.fidelity.compare import Known, Record, Verdict
-from lahar.sim.fidelity.steps import admission, custom, objects, pods
+from lahar.sim.fidelity.steps import admission, custom, dra, objects, pods
 from lahar.sim.fidelity.steps.common import LABEL, MUTATING, SCHED, WEBHOOKS, Steps
 
 
@@ -21,6 +21,7 @@ STEPS: Steps = [
     *pods.STEPS,
     *custom.STEPS,
     *admission.STEPS,
+    *dra.STEPS,
     ("namespace: delete", delete_namespace),
 ]
 
@@ -28,7 +29,7 @@ STEPS: Steps = [
 def cleanup(c: Client) -> None:
     """Remove what a run made outside its namespace, and the namespace (whatever the steps did)."""
     selector = {"labelSelector": f"{LABEL}={c.run_id}"}
-    for path in (WEBHOOKS, MUTATING, f"/apis/{SCHED}/queues"):
+    for path in (WEBHOOKS, MUTATING, f"/apis/{SCHED}/queues", *dra.CLUSTER_SCOPED):
         c.call("DELETE", path, params=selector)
     hook = c.state.pop("hook", None)
     if hook is not None:
