@@ -20,12 +20,13 @@ import numpy as np
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.session import EventHandler, Session
-from lahar_scheduler.framework.topology import JobTopology
+from lahar_scheduler.framework.topology import JobTopology, task_topology
 from lahar_scheduler.plugins.base import Plugin
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.subjobs import SubJobInfo
 
 NAME = "network-topology-aware"
 MAX_NODE_SCORE = 100.0
@@ -174,7 +175,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         return np.where(over, 0.0, part.sum(axis=1) / ws.sum())
 
     # -- hypernode_gradient -----------------------------------------------------------------------
-    def hypernode_gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
+    def hypernode_gradient(self, job: JobInfo | SubJobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
         """Eligible HyperNodes under the search root, grouped by tier, lowest tier first."""
         tree = self.tree
         start = search_root(tree, root, topo.highest_tier, topo.allocated)
@@ -192,7 +193,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                     queue.append(child)
         return [eligible[t] for t in sorted(eligible)]
 
-    def _eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
+    def _eligible(self, name: str, job: JobInfo | SubJobInfo, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
             return False
         if topo.allocated:
@@ -206,7 +207,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         return need.less_equal(idle) or need.less_equal(future)
 
     # -- hypernode_order ----------------------------------------------------------------------------
-    def hypernode_order(self, job: JobInfo, candidates: list[str]) -> dict[str, float]:
+    def hypernode_order(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> dict[str, float]:
         request: dict[str, float] = {}
         for task in job.tasks.values():
             for name in task.resreq.names():
@@ -220,7 +221,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 scores[k] += self._task_share(candidates[k], job)
         return {c: MAX_NODE_SCORE * self.args.weight * float(s) for c, s in zip(candidates, scores, strict=True)}
 
-    def _task_share(self, hypernode: str, job: JobInfo) -> float:
+    def _task_share(self, hypernode: str, job: JobInfo | SubJobInfo) -> float:
         if not job.tasks:
             return 0.0
         nodes = self.tree.infos[hypernode].nodes
@@ -228,9 +229,9 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- node_order -----------------------------------------------------------------------------------
     def node_order(self, task: TaskInfo, idx: IntArray) -> FloatArray:
-        topo = self.ssn.topology.get(task.job)
+        topo, owner = task_topology(self.ssn, task)
         if topo is not None:
-            scores = self._near_allocated(task, topo, idx)
+            scores = self._near_allocated(owner, topo, idx)
         elif self.args.normal_pod_enable:
             scores = self._tiered_binpack(task, idx)
         else:
@@ -256,7 +257,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             total += w * np.array([lookup[h] if h >= 0 else 1.0 for h in hn.tolist()])
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
-    def _near_allocated(self, task: TaskInfo, topo: JobTopology, idx: IntArray) -> FloatArray:
+    def _near_allocated(self, owner: JobInfo | SubJobInfo | None, topo: JobTopology, idx: IntArray) -> FloatArray:
         """The tier score of LCA(node's lowest HyperNode, the job's allocated HyperNode); ties at
         the top broken by the share of the job's tasks already in the node's HyperNode."""
         allocated = topo.placing
@@ -267,7 +268,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         scores = np.array([per_leaf[h] for h in leaf.tolist()])
         top = np.flatnonzero(scores == scores.max())
         if len(top) > 1:
-            job = self.ssn.jobs.get(task.job)
+            # The share of the job's (or its sub-job's) tasks already in each node's HyperNode.
+            job = owner
             if job is not None:
                 share = {h: self._task_share(self.names[h], job) if h >= 0 else 0.0 for h in set(leaf[top].tolist())}
                 scores[top] += np.array([share[h] for h in leaf[top].tolist()])

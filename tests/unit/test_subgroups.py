@@ -1,0 +1,306 @@
+"""Sub-group policies: a job split into sub-jobs, each placed inside its own HyperNode.
+
+Expectations come from Volcano's pkg/scheduler/actions/allocate/allocate_test.go at ed72c7c8
+(TestAllocateWithPartitionPolicyNetworkTopology); each test cites its case.  Volcano's cases
+check only how many pods bind (MinimalBindCheck); where the case's point is a placement, the
+test also checks where the sub-groups went.  Volcano's tests give the snapshot's tier sets
+directly; here the same trees are HyperNode objects.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from builders import binds, hypernode, make_conf, node, only, open_session, pod, podgroup, queue, run
+from lahar_scheduler.framework.jobs import JOB_ALLOCATED_HYPERNODE
+from lahar_scheduler.framework.subjobs import SubJobs
+
+SUB = ("enabledSubJobReady", "enabledSubJobOrder")
+GANG = only("gang", "enableJobOrder", "enableJobReady", "enableJobPipelined", "enableJobStarving", *SUB)
+PREDICATES = only("predicates", "enablePredicate")
+NTA = only("network-topology-aware", "enableNodeOrder", "enabledHyperNodeOrder", "enabledHyperNodeGradient")
+CONF = make_conf("allocate", [GANG, PREDICATES, NTA])
+SPEC, INSTANCE = "volcano.sh/task-spec", "volcano.sh/task-instance"
+
+
+def tree(*leaves: tuple[str, list[str]], top: str = "s2") -> list[Any]:
+    """Tier-1 HyperNodes over their nodes (2 cpu, 4Gi each) under one tier-2 HyperNode."""
+    objs: list[Any] = []
+    for name, nodes in leaves:
+        objs += [node(n, cpu="2", memory="4Gi", pods="10") for n in nodes]
+        objs.append(hypernode(name, 1, nodes=nodes))
+    objs.append(hypernode(top, 2, hypernodes=[name for name, _ in leaves]))
+    return objs
+
+
+def two_tier() -> list[Any]:
+    return tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]))
+
+
+def policy(name: str, key: str, mode: str = "", tier: int = 0, size: int = 1, min_groups: int = 0) -> dict[str, Any]:
+    """Volcano's BuildSubGroupPolicyWithMinSubGroups."""
+    out: dict[str, Any] = {"name": name, "matchLabelKeys": [key], "subGroupSize": size, "minSubGroups": min_groups}
+    if mode:
+        out["networkTopology"] = {"mode": mode, "highestTierAllowed": tier}
+    return out
+
+
+def job(
+    min_member: int,
+    mode: str,
+    tier: int,
+    policies: list[dict[str, Any]],
+    pods: list[tuple[str, dict[str, str], str]],
+    allocated: str = "",
+) -> list[Any]:
+    """Volcano's BuildPodGroupWithSubGroupPolicy and its pods: (name, labels, node or "")."""
+    nt = {"mode": mode, "highestTierAllowed": tier} if mode else None
+    notes = {JOB_ALLOCATED_HYPERNODE: allocated} if allocated else None
+    objs: list[Any] = [
+        queue("q1"),
+        podgroup(
+            "pg1", "c1", queue="q1", min_member=min_member, network_topology=nt, sub_group_policy=policies, annotations=notes
+        ),
+    ]
+    for name, labels, where in pods:
+        extra: dict[str, Any] = {"node_name": where, "phase": "Running"} if where else {}
+        objs.append(pod(name, "c1", group="pg1", cpu="2", memory="4Gi", labels=labels, **extra))
+    return objs
+
+
+def leaf(node_name: str) -> str:
+    return node_name.split("-")[0]
+
+
+# -- splitting --------------------------------------------------------------------------------------
+
+
+def test_pods_split_by_match_label_values_and_default_sub_job() -> None:
+    # volcano pkg/scheduler/api/job_info.go getOrCreateSubJob: a pod selected by a policy joins the
+    # sub-job of its label values; pods no policy selects join the job's default sub-job.
+    objs = [
+        *two_tier(),
+        *job(
+            2,
+            "",
+            0,
+            [policy("task1", SPEC, "hard", 1, size=2, min_groups=1)],
+            [("p1", {SPEC: "a"}, ""), ("p2", {SPEC: "a"}, ""), ("p3", {SPEC: "b"}, ""), ("p4", {}, "")],
+        ),
+    ]
+    ssn = open_session(objs, CONF)
+    subs = ssn.jobs["c1/pg1"].sub_jobs
+    assert isinstance(subs, SubJobs)
+    sizes = {s.uid: (len(s.tasks), s.min_available) for s in subs.all()}
+    assert sizes == {"c1/pg1/task1-a": (2, 2), "c1/pg1/task1-b": (1, 2), "c1/pg1": (1, 1)}
+    assert subs.min_sub_jobs == {"c1/pg1/task1": 1}
+    assert ssn.sub_topology["c1/pg1/task1-a"].highest_tier == 1
+
+
+# -- TestAllocateWithPartitionPolicyNetworkTopology ----------------------------------------------------
+
+
+def test_hard_job_soft_subgroups_allocate_when_resources_are_enough() -> None:
+    # case "podgroup hard network topology constrain and subGroup soft network topology constrain,
+    # can allocate job when resources are enough"
+    pods = [("p1", {SPEC: "master"}, ""), ("p2", {SPEC: "worker"}, ""), ("p3", {SPEC: "worker"}, "")]
+    placed = binds(run([*two_tier(), *job(3, "hard", 2, [policy("task1", SPEC, "soft")], pods)], CONF))
+    assert len(placed) == 3
+
+
+def test_hard_job_soft_subgroups_allocate_when_minavailable_below_replicas() -> None:
+    # case "... subGroup soft network topology constrain, can allocate job when minavailable < replicas"
+    pods = [("p1", {SPEC: "master"}, ""), ("p2", {SPEC: "worker"}, "")]
+    placed = binds(run([*two_tier(), *job(1, "hard", 1, [policy("task1", SPEC, "soft")], pods)], CONF))
+    assert len(placed) == 2
+    # highestTierAllowed 1: the whole job inside one tier-1 HyperNode.
+    assert len({leaf(n) for n in placed.values()}) == 1
+
+
+def test_hard_job_soft_subgroups_go_to_the_node_with_affinity() -> None:
+    # case "... subGroup soft network topology constrain, two available hyperNodes, can allocate
+    # job to nodes with affinity"
+    objs: list[Any] = [
+        node("s0-n1", cpu="2", memory="4Gi"),
+        node("s1-n2", cpu="2", memory="4Gi", labels={"nodeRole": "master"}),
+        hypernode("s0", 1, nodes=["s0-n1"]),
+        hypernode("s1", 1, nodes=["s1-n2"]),
+        queue("q1"),
+        podgroup(
+            "pg1",
+            "c1",
+            queue="q1",
+            min_member=1,
+            network_topology={"mode": "hard", "highestTierAllowed": 1},
+            sub_group_policy=[policy("task1", SPEC, "soft")],
+        ),
+        pod("p1", "c1", group="pg1", cpu="2", memory="4G", labels={SPEC: "master"}, node_selector={"nodeRole": "master"}),
+    ]
+    assert binds(run(objs, CONF)) == {"c1/p1": "s1-n2"}
+
+
+def test_soft_job_hard_subgroups_each_inside_one_tier1_hypernode() -> None:
+    # case "podgroup soft network topology constrain and subGroup hard network topology constrain,
+    # can allocate job when resources are enough": task1's two masters need one tier-1 HyperNode
+    # (only s0 has two nodes), task2's worker goes where room is left (s1-n3).
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3"])),
+        *job(
+            3,
+            "soft",
+            0,
+            [policy("task1", SPEC, "hard", 1, size=2), policy("task2", INSTANCE, "hard", 1, size=1)],
+            [("p1", {SPEC: "master"}, ""), ("p2", {SPEC: "master"}, ""), ("p3", {INSTANCE: "worker"}, "")],
+        ),
+    ]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 3
+    assert {leaf(placed["c1/p1"]), leaf(placed["c1/p2"])} == {"s0"} and placed["c1/p3"] == "s1-n3"
+
+
+def test_soft_job_hard_subgroups_cannot_cross_highest_tier() -> None:
+    # case "podgroup soft network topology constrain and subGroup hard network topology constrain,
+    # can not allocate job when cross highestTierAllowed tier": the three "worker" pods form one
+    # sub-job whose minimum resources are all its pending tasks (6 cpu), more than any tier-1
+    # HyperNode has (4), so no HyperNode is eligible for it and the gang never forms.
+    pods = [("p1", {SPEC: "master"}, ""), *((f"p{i}", {SPEC: "worker"}, "") for i in (2, 3, 4))]
+    objs = [*two_tier(), *job(3, "soft", 0, [policy("task1", SPEC, "hard", 1)], pods)]
+    result = run(objs, CONF)
+    assert binds(result) == {}
+
+
+def test_hard_hard_allocates_when_highest_tier_not_reached() -> None:
+    # case "podgroup hard network topology constrain and subGroup hard network topology constrain,
+    # can allocate job when highestTierAllowed not reached"
+    pods = [("p1", {SPEC: "master"}, ""), ("p2", {SPEC: "worker"}, ""), ("p3", {SPEC: "worker"}, "")]
+    placed = binds(run([*two_tier(), *job(3, "hard", 2, [policy("task1", SPEC, "hard", 1)], pods)], CONF))
+    assert len(placed) == 3
+    # Each sub-group inside one tier-1 HyperNode: both workers share a leaf.
+    assert leaf(placed["c1/p2"]) == leaf(placed["c1/p3"])
+
+
+def test_hard_hard_follows_the_subgroup_policies_constraint() -> None:
+    # case "... can allocate job according to the network topology constrain of subGroup policy":
+    # task2's two workers (subGroupSize 2) need a tier-1 HyperNode with two free nodes (s0).
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3"])),
+        *job(
+            3,
+            "hard",
+            2,
+            [policy("task1", SPEC, "hard", 1, size=1), policy("task2", INSTANCE, "hard", 1, size=2)],
+            [("p1", {SPEC: "master"}, ""), ("p2", {INSTANCE: "worker"}, ""), ("p3", {INSTANCE: "worker"}, "")],
+        ),
+    ]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 3
+    assert leaf(placed["c1/p2"]) == leaf(placed["c1/p3"]) == "s0" and placed["c1/p1"] == "s1-n3"
+
+
+def test_hard_hard_with_min_sub_groups_places_every_required_subgroup() -> None:
+    # case "... according to the network topology constrain of subGroup policy with minSubGroups":
+    # worker and worker2 (size 2, minSubGroups 2) take s0 and s1 whole; master the s2 node.
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]), ("s2", ["s2-n5"]), top="s3"),
+        *job(
+            5,
+            "hard",
+            2,
+            [policy("task1", SPEC, "hard", 1, 1, 1), policy("task2", INSTANCE, "hard", 1, 2, 2)],
+            [
+                ("p1", {SPEC: "master"}, ""),
+                ("p2", {INSTANCE: "worker"}, ""),
+                ("p3", {INSTANCE: "worker"}, ""),
+                ("p4", {INSTANCE: "worker2"}, ""),
+                ("p5", {INSTANCE: "worker2"}, ""),
+            ],
+        ),
+    ]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 5 and placed["c1/p1"] == "s2-n5"
+    assert leaf(placed["c1/p2"]) == leaf(placed["c1/p3"]) != leaf(placed["c1/p4"]) == leaf(placed["c1/p5"])
+
+
+def test_hard_hard_min_sub_groups_met_when_hypernodes_hold_only_the_minimum() -> None:
+    # case "... with minSubGroups and hypernode resources meet minSubGroups": 8 pods, 4 nodes;
+    # minMember 3 with task1 minSubGroups 2 and task2 minSubGroups 1 (size 2): 4 binds.
+    masters = [(f"p{i}", {SPEC: f"master{'' if i == 1 else i}"}, "") for i in range(1, 5)]
+    workers = [("p5", {INSTANCE: "worker"}, ""), ("p6", {INSTANCE: "worker"}, "")]
+    workers += [("p7", {INSTANCE: "worker2"}, ""), ("p8", {INSTANCE: "worker2"}, "")]
+    objs = [
+        *two_tier(),
+        *job(3, "hard", 2, [policy("task1", SPEC, "hard", 1, 1, 2), policy("task2", INSTANCE, "hard", 1, 2, 1)], masters + workers),
+    ]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 4
+    kinds = Counter("worker" if k in {"c1/p5", "c1/p6", "c1/p7", "c1/p8"} else "master" for k in placed)
+    # The required ones: two masters and one whole worker sub-group.
+    assert kinds == {"master": 2, "worker": 2}
+
+
+def test_hard_hard_minmember_not_satisfied_binds_nothing() -> None:
+    # case "... can not allocate job when minMember is not satisfied": 5 pods, 4 nodes.
+    pods = [
+        ("p1", {SPEC: "master"}, ""),
+        ("p2", {INSTANCE: "worker"}, ""),
+        ("p3", {INSTANCE: "worker"}, ""),
+        ("p4", {INSTANCE: "worker2"}, ""),
+        ("p5", {INSTANCE: "worker2"}, ""),
+    ]
+    pols = [policy("task1", SPEC, "hard", 1, 1, 1), policy("task2", INSTANCE, "hard", 1, 2, 1)]
+    assert binds(run([*two_tier(), *job(5, "hard", 2, pols, pods)], CONF)) == {}
+
+
+def test_hard_hard_min_sub_groups_not_satisfied_binds_nothing() -> None:
+    # case "... can not allocate job when minSubGroups is not satisfied": minMember 3 would fit,
+    # but task2 needs two whole sub-groups of two beside the master: 5 pods on 4 nodes.
+    pods = [
+        ("p1", {SPEC: "master"}, ""),
+        ("p2", {INSTANCE: "worker"}, ""),
+        ("p3", {INSTANCE: "worker"}, ""),
+        ("p4", {INSTANCE: "worker2"}, ""),
+        ("p5", {INSTANCE: "worker2"}, ""),
+    ]
+    pols = [policy("task1", SPEC, "hard", 1, 1, 1), policy("task2", INSTANCE, "hard", 1, 2, 2)]
+    result = run([*two_tier(), *job(3, "hard", 2, pols, pods)], CONF)
+    assert binds(result) == {}
+
+
+RUNNING = [("p1", {SPEC: "master"}, "s0-n1"), ("p2", {SPEC: "worker"}, "s0-n2"), ("p3", {SPEC: "worker"}, "")]
+
+
+def test_rescheduled_subgroup_may_widen_up_to_its_tier() -> None:
+    # case "podgroup hard network topology constrain and subGroup hard network topology constrain
+    # and tasks in job rescheduled, can allocate job when highestTierAllowed not reached and
+    # minavailable = replicas": the worker sub-group runs in s0 (full) and may use tier 2, so its
+    # pending worker goes to s1.
+    objs = [*two_tier(), *job(3, "hard", 2, [policy("task1", SPEC, "hard", 2)], RUNNING, allocated="s0")]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 1 and leaf(placed["c1/p3"]) == "s1"
+
+
+def test_rescheduled_subgroup_cannot_leave_its_full_hypernode() -> None:
+    # case "... and tasks in job rescheduled, can not allocate job when cross highestTierAllowed
+    # tier": the worker sub-group is held to tier 1 and its HyperNode s0 is full.
+    objs = [*two_tier(), *job(2, "hard", 2, [policy("task1", SPEC, "hard", 1)], RUNNING, allocated="s0")]
+    assert binds(run(objs, CONF)) == {}
+
+
+def test_no_topology_anywhere_but_a_policy_allocates() -> None:
+    # case "no network topology at job or subgroup level but has SubJobPolicy, can allocate job
+    # successfully"
+    objs = [
+        node("n1", cpu="2", memory="4Gi", pods="10"),
+        node("n2", cpu="2", memory="4Gi", pods="10"),
+        *job(2, "", 0, [policy("worker", SPEC, "", 0, 1, 2)], [("p1", {SPEC: "worker-0"}, ""), ("p2", {SPEC: "worker-1"}, "")]),
+    ]
+    assert len(binds(run(objs, CONF))) == 2
+
+
+def test_invalid_when_fewer_subgroups_exist_than_min_sub_groups() -> None:
+    # volcano pkg/scheduler/plugins/gang/gang.go validJobFn: CheckSubJobValid
+    objs = [*two_tier(), *job(1, "", 0, [policy("worker", SPEC, "", 0, 1, 2)], [("p1", {SPEC: "w0"}, "")])]
+    result = run(objs, CONF)
+    assert binds(result) == {}
+    assert "Not enough valid subGroups" in result.decisions["c1/pg1"].reason
