@@ -60,7 +60,13 @@ def job(
     objs: list[Any] = [
         queue("q1"),
         podgroup(
-            "pg1", "c1", queue="q1", min_member=min_member, network_topology=nt, sub_group_policy=policies, annotations=notes
+            "pg1",
+            "c1",
+            queue="q1",
+            min_member=min_member,
+            network_topology=nt,
+            sub_group_policy=policies,
+            annotations=notes,
         ),
     ]
     for name, labels, where in pods:
@@ -135,7 +141,9 @@ def test_hard_job_soft_subgroups_go_to_the_node_with_affinity() -> None:
             network_topology={"mode": "hard", "highestTierAllowed": 1},
             sub_group_policy=[policy("task1", SPEC, "soft")],
         ),
-        pod("p1", "c1", group="pg1", cpu="2", memory="4G", labels={SPEC: "master"}, node_selector={"nodeRole": "master"}),
+        pod(
+            "p1", "c1", group="pg1", cpu="2", memory="4G", labels={SPEC: "master"}, node_selector={"nodeRole": "master"}
+        ),
     ]
     assert binds(run(objs, CONF)) == {"c1/p1": "s1-n2"}
 
@@ -230,7 +238,13 @@ def test_hard_hard_min_sub_groups_met_when_hypernodes_hold_only_the_minimum() ->
     workers += [("p7", {INSTANCE: "worker2"}, ""), ("p8", {INSTANCE: "worker2"}, "")]
     objs = [
         *two_tier(),
-        *job(3, "hard", 2, [policy("task1", SPEC, "hard", 1, 1, 2), policy("task2", INSTANCE, "hard", 1, 2, 1)], masters + workers),
+        *job(
+            3,
+            "hard",
+            2,
+            [policy("task1", SPEC, "hard", 1, 1, 2), policy("task2", INSTANCE, "hard", 1, 2, 1)],
+            masters + workers,
+        ),
     ]
     placed = binds(run(objs, CONF))
     assert len(placed) == 4
@@ -293,7 +307,13 @@ def test_no_topology_anywhere_but_a_policy_allocates() -> None:
     objs = [
         node("n1", cpu="2", memory="4Gi", pods="10"),
         node("n2", cpu="2", memory="4Gi", pods="10"),
-        *job(2, "", 0, [policy("worker", SPEC, "", 0, 1, 2)], [("p1", {SPEC: "worker-0"}, ""), ("p2", {SPEC: "worker-1"}, "")]),
+        *job(
+            2,
+            "",
+            0,
+            [policy("worker", SPEC, "", 0, 1, 2)],
+            [("p1", {SPEC: "worker-0"}, ""), ("p2", {SPEC: "worker-1"}, "")],
+        ),
     ]
     assert len(binds(run(objs, CONF))) == 2
 
@@ -304,3 +324,50 @@ def test_invalid_when_fewer_subgroups_exist_than_min_sub_groups() -> None:
     result = run(objs, CONF)
     assert binds(result) == {}
     assert "Not enough valid subGroups" in result.decisions["c1/pg1"].reason
+
+
+def test_job_partition_policy_rendered_by_the_controller_places_each_partition_in_one_hypernode() -> None:
+    # volcano pkg/controllers/job (partitionPolicy → PodGroup subGroupPolicy keyed by
+    # volcano.sh/partition-id) with the allocate case "podgroup hard network topology constrain
+    # and subGroup hard network topology constrain, can allocate job when multi hyperNodes are
+    # available": two partitions of two pods, each inside one tier-1 HyperNode.
+    from builders import _decode
+    from lahar_controller.job.render import new_podgroup, render_pod
+
+    container = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}
+    task = {
+        "name": "worker",
+        "replicas": 4,
+        "template": {"spec": {"containers": [container]}},
+        "partitionPolicy": {
+            "totalPartitions": 2,
+            "partitionSize": 2,
+            "minPartitions": 2,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        },
+    }
+    vjob = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "c1", "uid": "u1"},
+        "spec": {"minAvailable": 4, "queue": "q1", "tasks": [task]},
+    }
+    pg = new_podgroup(vjob, {})
+    pg.update(apiVersion="scheduling.volcano.sh/v1beta1", kind="PodGroup", status={"phase": "Inqueue"})
+    pods = []
+    for i in range(4):
+        raw = render_pod(vjob, task, i)
+        raw.update(apiVersion="v1", kind="Pod")
+        raw["metadata"]["uid"] = raw["metadata"]["name"]
+        raw["spec"]["schedulerName"] = "volcano"
+        raw.setdefault("status", {})["phase"] = "Pending"
+        pods.append(_decode(raw))
+    # A lone node in a third tier-1 HyperNode tempts a split partition.
+    objs = [*tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]), ("s3", ["s3-n5"])), queue("q1")]
+    placed = binds(run([*objs, _decode(pg), *pods], CONF))
+    assert len(placed) == 4
+    by_partition: dict[str, set[str]] = {}
+    for key, where in placed.items():
+        index = int(key.rsplit("-", 1)[1])
+        by_partition.setdefault(str(index // 2), set()).add(leaf(where))
+    assert sorted(map(len, by_partition.values())) == [1, 1] and by_partition["0"] != by_partition["1"]

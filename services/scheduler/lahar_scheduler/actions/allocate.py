@@ -201,9 +201,7 @@ def _continue(job: JobInfo, within: Within | None) -> bool:
     the first failure; other sub-jobs of a subGroupPolicy job go on."""
     if within is None or within.sub is None:
         return job.need_continue_allocating()
-    if job.min_available == len(job.tasks) or within.sub.min_available >= len(within.sub.tasks):
-        return False
-    return True
+    return job.min_available != len(job.tasks) and within.sub.min_available < len(within.sub.tasks)
 
 
 class AllocateAction(Action):

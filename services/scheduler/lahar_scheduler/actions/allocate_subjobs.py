@@ -83,9 +83,9 @@ def organize(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobWorksheet:
     sheet = JobWorksheet(PriorityQueue(first))
     by_sub: dict[str, list[TaskInfo]] = {}
     for task in tasks:
-        sub = subs.of(task)
-        if sub is not None:
-            by_sub.setdefault(sub.uid, []).append(task)
+        owner = subs.of(task)
+        if owner is not None:
+            by_sub.setdefault(owner.uid, []).append(task)
     for uid, mine in by_sub.items():
         sheet.tasks[uid] = PriorityQueue(ssn.task_order, mine)
         sheet.sub_jobs.push(subs.by_uid[uid])
@@ -143,7 +143,9 @@ def _dry_run(
 ) -> Plan | None:
     """The job's sub-jobs placed one after another inside ``hypernode``, then undone."""
     mine = [s.uid for s in job.sub_jobs.all()] if job.sub_jobs is not None else []
-    saved = {uid: (ssn.sub_topology[uid].allocated, ssn.sub_topology[uid].placing) for uid in mine if uid in ssn.sub_topology}
+    saved = {
+        uid: (ssn.sub_topology[uid].allocated, ssn.sub_topology[uid].placing) for uid in mine if uid in ssn.sub_topology
+    }
     stmts: list[Statement] = []
     score = 0.0
     while not sheet.sub_jobs.empty():

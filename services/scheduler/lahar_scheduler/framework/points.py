@@ -318,11 +318,13 @@ SIMULATE_REMOVE_TASK: Point[[CycleState, TaskInfo, TaskInfo, NodeInfo], str | No
     "simulate_remove_task", _SIMULATE_TASK, first_error, "account a victim removed from the node copy"
 )
 # -- network topology: the HyperNodes a job may go to, lowest tier first, and how good each is ------
-HYPERNODE_GRADIENT: Point[[JobInfo | SubJobInfo, JobTopology, str], list[list[str]] | None, list[list[str]] | None] = Point(
-    "hypernode_gradient",
-    "enabledHyperNodeGradient",
-    first_result,
-    "eligible HyperNodes under the given root, grouped by tier, lowest first; None for no opinion",
+HYPERNODE_GRADIENT: Point[[JobInfo | SubJobInfo, JobTopology, str], list[list[str]] | None, list[list[str]] | None] = (
+    Point(
+        "hypernode_gradient",
+        "enabledHyperNodeGradient",
+        first_result,
+        "eligible HyperNodes under the given root, grouped by tier, lowest first; None for no opinion",
+    )
 )
 HYPERNODE_ORDER: Point[[JobInfo | SubJobInfo, list[str]], dict[str, float], dict[str, float]] = Point(
     "hypernode_order", "enabledHyperNodeOrder", dict_sum, "a score per candidate HyperNode, higher is better"

@@ -181,7 +181,9 @@ class SubJobs:
         return self.unmet("pipelined") is None
 
 
-def build(job: str, policies: list[SubGroupPolicySpec], topology: NetworkTopologySpec | None, tasks: Iterable[TaskInfo]) -> SubJobs:
+def build(
+    job: str, policies: list[SubGroupPolicySpec], topology: NetworkTopologySpec | None, tasks: Iterable[TaskInfo]
+) -> SubJobs:
     out = SubJobs(job, policies, topology)
     for t in tasks:
         out.add(t)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lahar_scheduler.framework import points as P
 from lahar.api.objects import NetworkTopologySpec
+from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import CLUSTER_TOP, HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES
