@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.subjobs import SubJobInfo
 
 HARD, SOFT = "hard", "soft"
+PURPOSE_ALLOCATE, PURPOSE_EVICT = "allocate", "evict"
 
 
 @dataclass
@@ -31,6 +32,9 @@ class JobTopology:
     soft: bool  # as written: soft jobs are searched as hard up to the cluster top
     allocated: str = ""  # the HyperNode holding the job's placed tasks (LCA), "" if none
     placing: str = ""  # the same while allocate places tasks (Volcano's task.JobAllocatedHyperNode)
+    # Volcano's SearchPurpose: gradients for eviction (gangpreempt, gangreclaim) keep HyperNodes
+    # whose allocatable could hold the job and list the widest first, capped.
+    purpose: str = "allocate"
 
 
 def constraint(spec: NetworkTopologySpec | None, tree: HyperNodeTree) -> JobTopology | None:

@@ -20,7 +20,7 @@ import numpy as np
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.session import EventHandler, Session
-from lahar_scheduler.framework.topology import JobTopology, task_topology
+from lahar_scheduler.framework.topology import PURPOSE_EVICT, JobTopology, task_topology
 from lahar_scheduler.plugins.base import Plugin
 
 if TYPE_CHECKING:
@@ -191,7 +191,8 @@ class NetworkTopologyAwarePlugin(Plugin):
                 if child not in seen:
                     seen.add(child)
                     queue.append(child)
-        return [eligible[t] for t in sorted(eligible)]
+        out = [eligible[t] for t in sorted(eligible)]
+        return reverse_and_cap(out, self.args.evict_max_hypernodes) if topo.purpose == PURPOSE_EVICT else out
 
     def _eligible(self, name: str, job: JobInfo | SubJobInfo, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
@@ -203,6 +204,9 @@ class NetworkTopologyAwarePlugin(Plugin):
             return True
         h = self.index[name]
         space = self.ssn.nodes.space
+        if topo.purpose == PURPOSE_EVICT:
+            # Evicting may free everything: only what the HyperNode has at all counts.
+            return need.less_equal(space.resource(self.alloc[h]))
         idle, future = space.resource(self.idle[h]), space.resource(self.future[h])
         return need.less_equal(idle) or need.less_equal(future)
 
@@ -315,3 +319,19 @@ def search_root(tree: HyperNodeTree, available: str, highest_tier: int, allocate
     if lca == available:
         return highest
     return None
+
+
+def reverse_and_cap(gradients: list[list[str]], limit: int) -> list[list[str]]:
+    """Volcano's reverseAndCapEvictionGradients: eviction tries the widest tiers first (more
+    room to free), keeping at most ``limit`` HyperNodes in all (the last of a cut tier)."""
+    if limit <= 0:
+        return gradients
+    out: list[list[str]] = []
+    left = limit
+    for gradient in reversed(gradients):
+        if not left:
+            break
+        part = gradient if len(gradient) <= left else gradient[len(gradient) - left :]
+        out.append(part)
+        left -= len(part)
+    return out
