@@ -6,7 +6,7 @@ HyperNode of a gradient the job is dry-run: its sub-jobs are taken in order (tho
 ``minSubGroups`` first, then the plugins' sub-job order, then partition index) and each sub-job
 is placed by the same search one level down, among the HyperNodes its own networkTopology allows
 inside the job's HyperNode, keeping the best by ``hypernode_order`` (binpacking over the
-sub-job's tasks).  A sub-job placed is put back while it has tasks left; the dry run stops once
+sub-job's tasks) that can hold it.  A sub-job placed is put back while it has tasks left; the dry run stops once
 the job is ready.  Of the job's HyperNodes where the job became ready or pipelined, the one with
 the highest sum of its sub-jobs' scores wins and its operations are replayed for real.
 """
@@ -186,24 +186,23 @@ def allocate_for_sub_job(
     topo = ssn.sub_topology.get(sub.uid)
     sub_gradients = gradients(ssn, sub, topo, within) if topo is not None else [[within]]
     for gradient in sub_gradients:
-        plans: dict[str, tuple[Ops, PriorityQueue[TaskInfo]]] = {}
-        for hypernode in gradient:
+        # A HyperNode's score does not depend on the dry run (it reads only what is placed
+        # already), so HyperNodes are tried best first and the first that holds the sub-job is
+        # kept: Volcano's choice (dry-run all, keep the best) at the cost of one placement where
+        # Volcano pays one per HyperNode of the gradient.  Ties go to gradient order, and the
+        # task-share bonus for ties is judged among all candidates rather than the successful.
+        scores = hypernode_scores(ssn, sub, gradient)
+        for hypernode in sorted(gradient, key=lambda h: (-scores[h], gradient.index(h))):
             for uid in [t for t in job.fit_errors if t in sub.tasks]:
                 del job.fit_errors[uid]  # Volcano's ResetSubJobFitErr: each HyperNode afresh
             left = tasks.clone()
-            ops = _try(action, ssn, job, queue, sub, topo, left, hypernode)
-            if ops:
-                plans[hypernode] = (ops, left)
-        if not plans:
-            continue
-        scores = hypernode_scores(ssn, sub, list(plans))
-        best = max(plans, key=lambda h: (scores[h], -gradient.index(h)))
-        ops, left = plans[best]
-        stmt = replay(ssn, ops)
-        if topo is not None:
-            topo.allocated = ssn.hypernodes.lca(topo.allocated, best)
-        tasks.assign(left)
-        return stmt, scores[best]
+            stmt = _try(action, ssn, job, queue, sub, topo, left, hypernode)
+            if stmt is None:
+                continue
+            if topo is not None:
+                topo.allocated = ssn.hypernodes.lca(topo.allocated, hypernode)
+            tasks.assign(left)
+            return stmt, scores[hypernode]
     return None
 
 
@@ -216,14 +215,15 @@ def _try(
     topo: JobTopology | None,
     tasks: PriorityQueue[TaskInfo],
     hypernode: str,
-) -> Ops:
-    """allocateResourcesForTasks for one sub-job on one HyperNode's nodes, then undone."""
+) -> Statement | None:
+    """allocateResourcesForTasks for one sub-job on one HyperNode's nodes: the statement, left
+    applied, when the sub-job became ready or pipelined there; else None, nothing applied."""
     from lahar_scheduler.actions.allocate import Within
 
     tree = ssn.hypernodes
     rows = tree.rows(ssn.nodes)[hypernode]
     if not len(rows):
-        return []
+        return None
     mask = np.zeros(len(ssn.node_list), dtype=bool)
     mask[rows] = True
     if topo is not None:
@@ -235,14 +235,13 @@ def _try(
             topo.placing = tree.lca(topo.placing, leaf)
 
     decision = ssn.decision(job)
-    kept, decision.why = decision.why, None  # a dry run's reasons are not the job's own
+    kept, decision.why = decision.why, None  # a failed try's reasons are not the job's own
     stmt = action.allocate_job(ssn, job, queue, tasks, Within(rows, mask, placed, sub))
     decision.why = kept
-    if stmt is None:
-        return []
-    ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
-    stmt.discard()
-    return ops
+    if stmt is not None and not len(stmt):
+        stmt.discard()
+        return None
+    return stmt
 
 
 def replay(ssn: Session, ops: Ops) -> Statement:

@@ -26,6 +26,7 @@ from lahar_scheduler.plugins.base import Plugin
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar.api.resource import Resource
     from lahar_scheduler.framework.subjobs import SubJobInfo
 
 NAME = "network-topology-aware"
@@ -183,9 +184,10 @@ class NetworkTopologyAwarePlugin(Plugin):
             return []
         eligible: dict[int, list[str]] = {}
         queue, seen = [start], {start}
+        need = job.min_resources  # once: a sub-job sums its pending tasks for it
         while queue:
             name = queue.pop(0)
-            if self._eligible(name, job, topo):
+            if self._eligible(name, need, topo):
                 eligible.setdefault(tree.tier(name), []).append(name)
             for child in sorted(tree.infos[name].children):
                 if child not in seen:
@@ -194,12 +196,11 @@ class NetworkTopologyAwarePlugin(Plugin):
         out = [eligible[t] for t in sorted(eligible)]
         return reverse_and_cap(out, self.args.evict_max_hypernodes) if topo.purpose == PURPOSE_EVICT else out
 
-    def _eligible(self, name: str, job: JobInfo | SubJobInfo, topo: JobTopology) -> bool:
+    def _eligible(self, name: str, need: Resource | None, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
             return False
         if topo.allocated:
             return True  # partly running: no resource pre-filter (as Volcano)
-        need = job.min_resources
         if need is None or need.is_empty():
             return True
         h = self.index[name]
