@@ -125,3 +125,32 @@ def test_gangpreempt_frees_room_inside_one_hypernode_for_a_hard_job() -> None:
     free = run([*cluster(), *starving(None)], conf())
     assert len(free.evictions) == 2
     assert len({leaf(t.node_name or t.last_node) for t, _ in free.evictions}) == 2
+
+
+def test_gangpreempt_places_each_sub_group_inside_one_hypernode() -> None:
+    # utils/simulate.go BuildNominationPlanInDomain: a job with a subGroupPolicy is pipelined sub-job
+    # by sub-job; each hard sub-group (two pods, tier 1) inside one HyperNode of the domain.
+    policy = {
+        "name": "w",
+        "matchLabelKeys": ["volcano.sh/task-spec"],
+        "subGroupSize": 2,
+        "minSubGroups": 2,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }
+    objs: list[Any] = [
+        *cluster(),
+        podgroup("high", queue="q1", min_member=4, priority_class="high", phase="Inqueue", sub_group_policy=[policy]),
+    ]
+    # Interleaved so that task order alone would pair each sub-group across HyperNodes.
+    for i, group in enumerate(["g0", "g1", "g0", "g1"]):
+        objs.append(
+            pod(f"high-{i}", group="high", cpu="1", memory="1Gi", priority=100, labels={"volcano.sh/task-spec": group})
+        )
+    result = run(objs, conf())
+    assert len(result.evictions) == 4
+    assert len(result.pipelined) == 4
+    by_group: dict[str, set[str]] = {}
+    for key, where in result.pipelined.items():
+        index = int(key.rsplit("-", 1)[1])
+        by_group.setdefault("g0" if index % 2 == 0 else "g1", set()).add(leaf(where))
+    assert sorted(map(len, by_group.values())) == [1, 1] and by_group["g0"] != by_group["g1"]

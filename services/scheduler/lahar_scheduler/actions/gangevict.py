@@ -132,10 +132,17 @@ def idle_and_releasing(ssn: Session, nodes: IntArray) -> Resource:
 
 
 def nomination_plan(
-    ssn: Session, queue: QueueInfo | None, job: JobInfo, nodes: IntArray, victims: list[TaskInfo], reason: str
+    ssn: Session,
+    queue: QueueInfo | None,
+    job: JobInfo,
+    nodes: IntArray,
+    victims: list[TaskInfo],
+    reason: str,
+    domain: str = CLUSTER_TOP,
 ) -> Statement | None:
-    """Evict ``victims`` and pipeline the job's pending tasks within ``nodes``; the statement
-    (left applied) when the job is then pipelined, else None with the session as it was."""
+    """Evict ``victims`` and pipeline the job's pending tasks within ``nodes`` (the domain's);
+    the statement (left applied) when the job is then pipelined, else None with the session as it
+    was.  A job with a subGroupPolicy is placed sub-job by sub-job (gangevict_subjobs.py)."""
     tasks = worksheet(ssn, job)
     if not tasks:
         return None
@@ -143,7 +150,13 @@ def nomination_plan(
     for victim in victims:
         plan.evict(victim, reason)
     trial = ssn.statement()
-    if not _pipeline_all(ssn, queue, job, tasks, nodes, trial, bool(victims)):
+    if job.sub_jobs is not None:
+        from lahar_scheduler.actions.gangevict_subjobs import pipeline_sub_jobs
+
+        placed = pipeline_sub_jobs(ssn, queue, job, tasks, domain, nodes, trial, bool(victims))
+    else:
+        placed = _pipeline_all(ssn, queue, job, tasks, nodes, trial, bool(victims))
+    if not placed:
         trial.discard()
         plan.discard()
         return None
@@ -165,20 +178,29 @@ def _pipeline_all(
 ) -> bool:
     """Every task must find a node (idle fit first, then future idle, best score) or the trial fails."""
     for task in tasks:
-        if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
+        if not pipeline_one(ssn, queue, task, nodes, trial, evicted):
             return False
-        if ssn.call(P.PRE_PREDICATE, task) is not None:
-            return False
-        rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
-        rows = rows[fits_rows(task, ssn.nodes.future[rows])]
-        if not len(rows):
-            return False
-        now = fits_rows(task, ssn.nodes.idle[rows])
-        best = best_of_gradients(ssn, task, (rows[now], rows[~now]))
-        if best is None:
-            return False
-        trial.pipeline(task, ssn.node_list[best].name, evicted)
     return len(trial) > 0 and (ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job))
+
+
+def pipeline_one(
+    ssn: Session, queue: QueueInfo | None, task: TaskInfo, nodes: IntArray, trial: Statement, evicted: bool
+) -> bool:
+    """Pipeline one task on the best of ``nodes`` it fits once victims leave; False if none."""
+    if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
+        return False
+    if ssn.call(P.PRE_PREDICATE, task) is not None:
+        return False
+    rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
+    rows = rows[fits_rows(task, ssn.nodes.future[rows])]
+    if not len(rows):
+        return False
+    now = fits_rows(task, ssn.nodes.idle[rows])
+    best = best_of_gradients(ssn, task, (rows[now], rows[~now]))
+    if best is None:
+        return False
+    trial.pipeline(task, ssn.node_list[best].name, evicted)
+    return True
 
 
 # -- the actions ------------------------------------------------------------------------------------
@@ -247,7 +269,7 @@ class GangEvictAction(Action):
                 victims.extend(bundle.tasks)
                 if not need.less_equal(idle.clone().add(total_resreq(victims)), Dim.ZERO):
                     continue
-                plan = nomination_plan(ssn, queue, job, nodes, list(victims), self.name)
+                plan = nomination_plan(ssn, queue, job, nodes, list(victims), self.name, domain)
                 if plan is not None:
                     stmt.merge(plan)
                     return

@@ -24,9 +24,9 @@ from lahar_scheduler.framework.topology import PURPOSE_EVICT, JobTopology, task_
 from lahar_scheduler.plugins.base import Plugin
 
 if TYPE_CHECKING:
+    from lahar.api.resource import Resource
     from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
-    from lahar.api.resource import Resource
     from lahar_scheduler.framework.subjobs import SubJobInfo
 
 NAME = "network-topology-aware"
