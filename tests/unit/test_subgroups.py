@@ -371,3 +371,11 @@ def test_job_partition_policy_rendered_by_the_controller_places_each_partition_i
         index = int(key.rsplit("-", 1)[1])
         by_partition.setdefault(str(index // 2), set()).add(leaf(where))
     assert sorted(map(len, by_partition.values())) == [1, 1] and by_partition["0"] != by_partition["1"]
+
+
+def test_benchmark_scenario_places_every_sub_group_inside_one_hypernode() -> None:
+    # allocate_test.go BenchmarkHyperNodeGradientFnPerformance, scaled down: 10 sub-groups of 10.
+    from lahar.cli.bench_subgroups import report
+
+    got = report(100)
+    assert got["pods_placed"] == 100 and got["sub_groups_inside_one_hypernode"] == 10
