@@ -24,18 +24,19 @@ CONF = make_conf("allocate", [GANG, PREDICATES, NTA])
 SPEC, INSTANCE = "volcano.sh/task-spec", "volcano.sh/task-instance"
 
 
-def tree(*leaves: tuple[str, list[str]], top: str = "s2") -> list[Any]:
-    """Tier-1 HyperNodes over their nodes (2 cpu, 4Gi each) under one tier-2 HyperNode."""
+def tree(*leaves: tuple[str, list[str]], top: str = "s2", cpu: str = "2") -> list[Any]:
+    """Tier-1 HyperNodes over their nodes (2 cpu per 4Gi each) under one tier-2 HyperNode."""
     objs: list[Any] = []
     for name, nodes in leaves:
-        objs += [node(n, cpu="2", memory="4Gi", pods="10") for n in nodes]
+        objs += [node(n, cpu=cpu, memory=f"{2 * int(cpu)}Gi", pods="10") for n in nodes]
         objs.append(hypernode(name, 1, nodes=nodes))
-    objs.append(hypernode(top, 2, hypernodes=[name for name, _ in leaves]))
+    if top:
+        objs.append(hypernode(top, 2, hypernodes=[name for name, _ in leaves]))
     return objs
 
 
-def two_tier() -> list[Any]:
-    return tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]))
+def two_tier(cpu: str = "2") -> list[Any]:
+    return tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]), cpu=cpu)
 
 
 def policy(name: str, key: str, mode: str = "", tier: int = 0, size: int = 1, min_groups: int = 0) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def job(
     mode: str,
     tier: int,
     policies: list[dict[str, Any]],
-    pods: list[tuple[str, dict[str, str], str]],
+    pods: list[tuple[str, dict[str, str], str]] | list[tuple[str, dict[str, str], str, str]],
     allocated: str = "",
 ) -> list[Any]:
     """Volcano's BuildPodGroupWithSubGroupPolicy and its pods: (name, labels, node or "")."""
@@ -69,9 +70,10 @@ def job(
             annotations=notes,
         ),
     ]
-    for name, labels, where in pods:
+    for name, labels, where, *size in pods:
+        cpu = size[0] if size else "2"
         extra: dict[str, Any] = {"node_name": where, "phase": "Running"} if where else {}
-        objs.append(pod(name, "c1", group="pg1", cpu="2", memory="4Gi", labels=labels, **extra))
+        objs.append(pod(name, "c1", group="pg1", cpu=cpu, memory=f"{2 * int(cpu)}Gi", labels=labels, **extra))
     return objs
 
 
@@ -379,3 +381,76 @@ def test_benchmark_scenario_places_every_sub_group_inside_one_hypernode() -> Non
 
     got = report(100)
     assert got["pods_placed"] == 100 and got["sub_groups_inside_one_hypernode"] == 10
+
+
+# -- the rescheduling cases: a sub-job's minimum resources are its pending tasks ---------------------
+
+
+def test_rescheduling_sub_job_fills_its_own_hypernode() -> None:
+    # case "rescheduling scenario: SubJob with multiple pending tasks, GetMinResources returns sum
+    # of all pending tasks resources": two of four workers run in s0 (4-cpu nodes); the other two
+    # join them there.
+    workers = [("p1", {SPEC: "worker"}, "s0-n1"), ("p2", {SPEC: "worker"}, "s0-n2")]
+    workers += [("p3", {SPEC: "worker"}, ""), ("p4", {SPEC: "worker"}, "")]
+    objs = [*two_tier("4"), *job(4, "hard", 2, [policy("task1", SPEC, "hard", 1, size=4)], workers, allocated="s0")]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 2 and {leaf(n) for n in placed.values()} == {"s0"}
+
+
+def test_rescheduling_several_sub_jobs_each_beside_its_running_tasks() -> None:
+    # case "rescheduling scenario: multiple SubJobs with different pending task counts"
+    pods = [
+        ("p1", {SPEC: "master"}, "s0-n1"),
+        ("p2", {SPEC: "master"}, "s0-n2"),
+        ("p3", {SPEC: "master"}, ""),
+        ("p4", {INSTANCE: "worker"}, "s1-n3"),
+        ("p5", {INSTANCE: "worker"}, ""),
+        ("p6", {INSTANCE: "worker"}, ""),
+    ]
+    pols = [policy("task1", SPEC, "hard", 1, size=3), policy("task2", INSTANCE, "hard", 1, size=3)]
+    placed = binds(run([*two_tier("4"), *job(6, "hard", 2, pols, pods, allocated="s2")], CONF))
+    assert len(placed) == 3
+    assert leaf(placed["c1/p3"]) == "s0" and {leaf(placed["c1/p5"]), leaf(placed["c1/p6"])} == {"s1"}
+
+
+def test_rescheduling_pending_tasks_of_different_sizes() -> None:
+    # case "rescheduling scenario: pending tasks with different resource requirements"
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), top="", cpu="10"),
+        *job(
+            3,
+            "hard",
+            1,
+            [policy("task1", SPEC, "hard", 1, size=3)],
+            [
+                ("p1-running", {SPEC: "worker"}, "s0-n1", "2"),
+                ("p2-pending-small", {SPEC: "worker"}, "", "2"),
+                ("p3-pending-large", {SPEC: "worker"}, "", "4"),
+            ],
+            allocated="s0",
+        ),
+    ]
+    assert len(binds(run(objs, CONF))) == 2
+
+
+def test_rescheduling_with_too_little_room_binds_nothing() -> None:
+    # case "rescheduling scenario: insufficient resources for pending tasks allocation": one
+    # 4-cpu node is left in s0 for two 4-cpu pods the sub-job needs together.
+    pods = [
+        ("p1", {SPEC: "worker"}, "s0-n1", "4"),
+        ("p2", {SPEC: "worker"}, "", "4"),
+        ("p3", {SPEC: "worker"}, "", "4"),
+    ]
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), top="", cpu="4"),
+        *job(3, "hard", 1, [policy("task1", SPEC, "hard", 1, size=3)], pods, allocated="s0"),
+    ]
+    assert binds(run(objs, CONF)) == {}
+
+
+def test_rescheduling_within_a_tier2_sub_job_constraint() -> None:
+    # case "rescheduling scenario: SubJob rescheduling within tier-2 HyperNode constraint"
+    workers = [("p1", {SPEC: "worker"}, "s0-n1"), ("p2", {SPEC: "worker"}, "s0-n2")]
+    workers += [("p3", {SPEC: "worker"}, ""), ("p4", {SPEC: "worker"}, "")]
+    objs = [*two_tier("4"), *job(4, "hard", 2, [policy("task1", SPEC, "hard", 2, size=4)], workers, allocated="s2")]
+    assert len(binds(run(objs, CONF))) == 2
