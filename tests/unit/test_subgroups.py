@@ -280,7 +280,14 @@ def test_hard_hard_min_sub_groups_not_satisfied_binds_nothing() -> None:
     ]
     pols = [policy("task1", SPEC, "hard", 1, 1, 1), policy("task2", INSTANCE, "hard", 1, 2, 2)]
     result = run([*two_tier(), *job(3, "hard", 2, pols, pods)], CONF)
-    assert binds(result) == {}
+    assert binds(result) == {} and result.pipelined == {}
+    # The refusal names, per HyperNode tried, how far the dry run got and which policy fell short.
+    decision = result.decisions["c1/pg1"]
+    assert decision.outcome == "discarded" and decision.why is not None
+    assert decision.why.summary.startswith("sub-group policy: the job's 3 sub-groups could not be placed")
+    assert "hypernode s2: 4 pods placed, 2 of 3 sub-groups whole; policy task2: 1 of minSubGroups 2" in "\n".join(
+        decision.why.details
+    )
 
 
 RUNNING = [("p1", {SPEC: "master"}, "s0-n1"), ("p2", {SPEC: "worker"}, "s0-n2"), ("p3", {SPEC: "worker"}, "")]

@@ -331,10 +331,12 @@ class AllocateAction(Action):
         if _ready(ssn, job, within):
             return stmt
         if _pipelined(ssn, job, within):
-            decision.outcome = "pipelined"
+            if within is None or within.sub is None:  # a sub-job's try is not the job's outcome
+                decision.outcome = "pipelined"
             return stmt
         stmt.discard()
-        decision.outcome = "discarded"
+        if within is None or within.sub is None:
+            decision.outcome = "discarded"
         return None
 
     def _candidates(self, ssn: Session, task: TaskInfo) -> tuple[IntArray, IntArray] | None:

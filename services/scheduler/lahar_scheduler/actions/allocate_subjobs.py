@@ -113,10 +113,10 @@ def allocate_for_job(
         for hypernode in gradient:
             job.reset_fit_errors()
             plan = _dry_run(action, ssn, job, queue, sheet.clone(), hypernode)
-            if plan is not None:
+            if isinstance(plan, Plan):
                 plans[hypernode] = plan
             else:
-                tried[hypernode] = "the job's sub-groups cannot all be placed there"
+                tried[hypernode] = plan
         if not plans:
             continue
         best = max(plans, key=lambda h: (plans[h].score, -gradient.index(h)))
@@ -133,15 +133,19 @@ def allocate_for_job(
         decision = ssn.decision(job)
         decision.chosen = {t.key: node for _, t, node in plan.ops}
         decision.verdicts[PLUGIN] = f"sub-groups placed in hypernode {best} (tier {ssn.hypernodes.tier(best)})"
+        if not ssn.call(P.JOB_READY, job):
+            decision.outcome = "pipelined"
         return stmt
+    ssn.decision(job).outcome = "discarded"
     ssn.explain(job, lambda: _refusal(job, topo, tried))
     return None
 
 
 def _dry_run(
     action: AllocateAction, ssn: Session, job: JobInfo, queue: QueueInfo, sheet: JobWorksheet, hypernode: str
-) -> Plan | None:
-    """The job's sub-jobs placed one after another inside ``hypernode``, then undone."""
+) -> Plan | str:
+    """The job's sub-jobs placed one after another inside ``hypernode``, then undone: the plan
+    when the job became ready or pipelined there, else why not."""
     mine = [s.uid for s in job.sub_jobs.all()] if job.sub_jobs is not None else []
     saved = {
         uid: (ssn.sub_topology[uid].allocated, ssn.sub_topology[uid].placing) for uid in mine if uid in ssn.sub_topology
@@ -162,12 +166,26 @@ def _dry_run(
             break
     ops: Ops = [(o.op, o.task, o.task.node_name) for s in stmts for o in s.operations]
     ok = bool(ops) and (ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job))
+    why = "" if ok else _shortfall(job, len(ops))
     after = {uid: ssn.sub_topology[uid].allocated for uid in saved}
     for stmt in reversed(stmts):
         stmt.discard()
     for uid, (allocated, placing) in saved.items():  # Volcano's RecoverSubJobStatus
         ssn.sub_topology[uid].allocated, ssn.sub_topology[uid].placing = allocated, placing
-    return Plan(ops, sheet, score, after) if ok else None
+    return Plan(ops, sheet, score, after) if ok else why
+
+
+def _shortfall(job: JobInfo, placed: int) -> str:
+    """What a failed dry run lacked, read before it is undone."""
+    subs = job.sub_jobs
+    whole = sum(1 for s in subs.all() if s.is_pipelined()) if subs is not None else 0
+    total = len(subs.all()) if subs is not None else 0
+    out = f"{placed} pods placed, {whole} of {total} sub-groups whole"
+    unmet = subs.unmet("pipelined") if subs is not None else None
+    if unmet is not None:
+        policy = unmet[0].rsplit("/", 1)[-1]
+        return f"{out}; policy {policy}: {unmet[1]} of minSubGroups {unmet[2]} sub-groups whole"
+    return f"{out}; minMember {job.min_available} not reached"
 
 
 def allocate_for_sub_job(
@@ -256,11 +274,11 @@ def replay(ssn: Session, ops: Ops) -> Statement:
 
 def _refusal(job: JobInfo, topo: JobTopology | None, tried: dict[str, str]) -> Why:
     subs = job.sub_jobs.all() if job.sub_jobs is not None else []
-    unmet = job.sub_jobs.unmet("pipelined") if job.sub_jobs is not None else None
     summary = f"sub-group policy: the job's {len(subs)} sub-groups could not be placed together"
     if topo is not None:
         summary += f" inside one hypernode of tier <= {topo.highest_tier}"
-    details = [f"hypernode {h}: {why}" for h, why in sorted(tried.items())]
-    if unmet is not None:
-        details.append(f"policy {unmet[0]}: {unmet[1]} of minSubGroups {unmet[2]} sub-groups placed")
+    label = {CLUSTER_TOP: "the whole cluster"}
+    details = [f"{label.get(h, f'hypernode {h}')}: {why}" for h, why in sorted(tried.items())]
+    if not tried:
+        details.append("no hypernode is eligible for the job")
     return Why("allocate", PLUGIN, summary, "free room inside the sub-groups' hypernodes", details)
