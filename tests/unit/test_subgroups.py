@@ -461,3 +461,20 @@ def test_rescheduling_within_a_tier2_sub_job_constraint() -> None:
     workers += [("p3", {SPEC: "worker"}, ""), ("p4", {SPEC: "worker"}, "")]
     objs = [*two_tier("4"), *job(4, "hard", 2, [policy("task1", SPEC, "hard", 2, size=4)], workers, allocated="s2")]
     assert len(binds(run(objs, CONF))) == 2
+
+
+def test_sub_jobs_go_by_priority_then_partition_index() -> None:
+    # volcano pkg/scheduler/plugins/priority/priority.go subJobOrderFn (higher priority first),
+    # then framework/session_plugins.go SubJobOrderFn's default (MatchIndex, then UID); one node
+    # holds one sub-group, so only the first in order binds.
+    prio = make_conf("allocate", [only("priority", "enabledSubJobOrder"), GANG, PREDICATES, NTA])
+    objs: list[Any] = [node("n1", cpu="2", memory="4Gi", pods="10"), queue("q1")]
+    objs.append(
+        podgroup("pg1", "c1", queue="q1", min_member=1, sub_group_policy=[policy("part", "volcano.sh/partition-id")])
+    )
+    for name, part, priority in (("a", "2", 1), ("b", "10", 1), ("c", "3", 10)):
+        labels = {"volcano.sh/partition-id": part}
+        objs.append(pod(name, "c1", group="pg1", cpu="2", memory="4Gi", labels=labels, priority=priority))
+    assert binds(run(objs, prio)) == {"c1/c": "n1"}  # the high-priority sub-group
+    objs = [o for o in objs if o.metadata.name != "c"]
+    assert binds(run(objs, prio)) == {"c1/a": "n1"}  # partition 2 before 10 (numeric, not text)

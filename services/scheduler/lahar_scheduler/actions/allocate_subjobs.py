@@ -6,9 +6,11 @@ HyperNode of a gradient the job is dry-run: its sub-jobs are taken in order (tho
 ``minSubGroups`` first, then the plugins' sub-job order, then partition index) and each sub-job
 is placed by the same search one level down, among the HyperNodes its own networkTopology allows
 inside the job's HyperNode, keeping the best by ``hypernode_order`` (binpacking over the
-sub-job's tasks) that can hold it.  A sub-job placed is put back while it has tasks left; the dry run stops once
-the job is ready.  Of the job's HyperNodes where the job became ready or pipelined, the one with
-the highest sum of its sub-jobs' scores wins and its operations are replayed for real.
+sub-job's tasks) that can hold it.  A sub-job placed is put back while it has tasks left; the
+dry run stops once the job is ready.  Of the job's HyperNodes where the job became ready or
+pipelined, the one with the highest sum of its sub-jobs' scores wins and its operations are
+replayed for real.  Jobs without a subGroupPolicy take allocate_hypernode.py (with a
+networkTopology) or allocate's plain path.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ class JobWorksheet:
 def organize(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobWorksheet:
     """Volcano's organizeJobWorksheet: sub-jobs with pending tasks, those still needed to reach
     each policy's minSubGroups ahead of the rest."""
-    assert job.sub_jobs is not None
     subs = job.sub_jobs
+    if subs is None:
+        raise ValueError(f"job {job.uid} has no subGroupPolicy")
     done: dict[str, int] = {}
     waiting = []
     for sub in subs.all():

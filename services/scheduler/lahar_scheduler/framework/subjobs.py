@@ -45,7 +45,7 @@ class SubJobInfo:
     @property
     def priority(self) -> int:
         """The highest task priority (Volcano starts from 0)."""
-        return max((t.priority for t in self.tasks.values()), default=0) if self.tasks else 0
+        return max((t.priority for t in self.tasks.values() if t.priority > 0), default=0)
 
     def count(self, statuses: frozenset[TaskStatus]) -> int:
         return sum(1 for t in self.tasks.values() if t.status in statuses)
