@@ -154,3 +154,44 @@ def test_gangpreempt_places_each_sub_group_inside_one_hypernode() -> None:
         index = int(key.rsplit("-", 1)[1])
         by_group.setdefault("g0" if index % 2 == 0 else "g1", set()).add(leaf(where))
     assert sorted(map(len, by_group.values())) == [1, 1] and by_group["g0"] != by_group["g1"]
+
+
+def test_gangreclaim_frees_room_inside_one_hypernode_for_a_hard_job() -> None:
+    # gangreclaim.go over the same domains: q2 holds every node with one-pod gangs; q1's hard
+    # tier-1 job of two reclaims inside one tier-1 HyperNode only.
+    reclaim = make_conf(
+        "gangreclaim",
+        [
+            only("priority", "enableJobOrder", "enableTaskOrder", "enableJobStarving"),
+            only("gang", "enableJobReady", "enableJobPipelined", "enableJobStarving", "enableReclaimable"),
+            only("conformance", "enableReclaimable"),
+            only("proportion", "enableQueueOrder", "enableReclaimable", "enablePreemptive", "enabledOverused"),
+            NTA,
+        ],
+    )
+    objs: list[Any] = [
+        queue("q1"),
+        queue("q2"),
+        hypernode("s0", 1, nodes=["s0-n1", "s0-n2"]),
+        hypernode("s1", 1, nodes=["s1-n3", "s1-n4"]),
+        hypernode("s2", 2, hypernodes=["s0", "s1"]),
+    ]
+    for name, where in (("a", "s0-n1"), ("b", "s1-n3"), ("c", "s0-n2"), ("d", "s1-n4")):
+        objs.append(node(where, "1", "2Gi"))
+        objs.append(podgroup(name, queue="q2", min_member=1, phase="Running"))
+        objs.append(pod(f"{name}-0", group=name, cpu="1", memory="1Gi", node_name=where, phase="Running"))
+    objs.append(
+        podgroup(
+            "starved",
+            queue="q1",
+            min_member=2,
+            phase="Inqueue",
+            network_topology={"mode": "hard", "highestTierAllowed": 1},
+        )
+    )
+    objs += [pod(f"starved-{i}", group="starved", cpu="1", memory="1Gi") for i in range(2)]
+    result = run(objs, reclaim)
+    victims = {leaf(t.node_name or t.last_node) for t, _ in result.evictions}
+    assert len(result.evictions) == 2 and len(victims) == 1
+    assert sorted(result.pipelined) == ["default/starved-0", "default/starved-1"]
+    assert {leaf(n) for n in result.pipelined.values()} == victims
