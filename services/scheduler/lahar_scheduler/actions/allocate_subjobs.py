@@ -277,7 +277,8 @@ def replay(ssn: Session, ops: Ops) -> Statement:
 
 def _refusal(job: JobInfo, topo: JobTopology | None, tried: dict[str, str]) -> Why:
     subs = job.sub_jobs.all() if job.sub_jobs is not None else []
-    summary = f"sub-group policy: the job's {len(subs)} sub-groups could not be placed together"
+    groups = f"{len(subs)} sub-group" + ("" if len(subs) == 1 else "s")
+    summary = f"sub-group policy: the job's {groups} could not be placed together"
     if topo is not None:
         summary += f" inside one hypernode of tier <= {topo.highest_tier}"
     label = {CLUSTER_TOP: "the whole cluster"}
