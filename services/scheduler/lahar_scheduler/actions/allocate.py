@@ -23,6 +23,7 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+from lahar_scheduler.framework.nodewindow import nodes_to_find, window
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
 from lahar_scheduler.framework.rowcache import RowCache
@@ -208,6 +209,7 @@ class AllocateAction(Action):
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
+        self._was_nominated = False
         self.caches = NodeCaches(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
@@ -313,8 +315,11 @@ class AllocateAction(Action):
                     if _continue(job, within):
                         continue
                     break
-                now = fits(task, ssn.nodes.idle, filtered.passed)
-                gradients = (filtered.passed[now], filtered.passed[~now])
+                passed = filtered.passed if within is not None else self._window(ssn, filtered.passed)
+                now = fits(task, ssn.nodes.idle, passed)
+                gradients = (passed[now], passed[~now])
+            elif within is None and not self._was_nominated:
+                gradients = self._windowed(ssn, gradients)
             best = best_of_gradients(ssn, task, gradients)
             if best is None:
                 continue
@@ -344,13 +349,32 @@ class AllocateAction(Action):
         else the cached verdicts; None when none pass or the cache may not be used (the caller
         then filters every node again and records why each failed)."""
         nominated = self._nominated(ssn, task)
+        self._was_nominated = nominated is not None
         if nominated is not None:
+            # Volcano walks a one-node list for the nominated node: its index restarts at 0.
+            ssn.snapshot.last_processed_node = 0
             now = fits(task, ssn.nodes.idle, nominated)
             return nominated[now], nominated[~now]
         got = self.caches.feasible(task)
         if got is None or not (len(got[0]) or len(got[1])):
             return None
         return got
+
+    def _window(self, ssn: Session, feasible: IntArray) -> IntArray:
+        """The feasible nodes Volcano's predicate walk would have kept (framework/nodewindow.py)."""
+        snapshot = ssn.snapshot
+        kept, snapshot.last_processed_node = window(feasible, len(ssn.node_list), snapshot.last_processed_node)
+        return kept
+
+    def _windowed(self, ssn: Session, gradients: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:
+        idle, future = gradients
+        total = len(ssn.node_list)
+        if len(idle) + len(future) <= nodes_to_find(total):
+            return gradients  # the walk examines every node and ends where it began
+        kept = self._window(ssn, np.union1d(idle, future))
+        mask = np.zeros(total, dtype=bool)
+        mask[kept] = True
+        return idle[mask[idle]], future[mask[future]]
 
     def _nominated(self, ssn: Session, task: TaskInfo) -> IntArray | None:
         name = task.pod.status.nominated_node_name

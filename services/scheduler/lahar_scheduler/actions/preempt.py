@@ -213,6 +213,7 @@ class PreemptAction(Action):
                 f"{job.queue}) would make room; pods of higher or equal priority are not evicted",
             )
         nodes = preempt_nodes(ssn, preemptor)
+        bound = possible  # before the ceiling: the queue's message below is about it alone
         if not isinstance(keep, _SameJob):
             ceiling = self.ceiling.nodes(preemptor, job.queue)
             if ceiling is not None:
@@ -228,9 +229,10 @@ class PreemptAction(Action):
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
         room = None if need is None else need_vector(ssn, need)
         if room is not None:
-            possible = possible & self.bound.covering(preemptor, job.queue, room)
-            if not possible.any():
+            covering = self.bound.covering(preemptor, job.queue, room)
+            if not (bound & covering).any():
                 return self._miss(preemptor, f"queue {job.queue} must free {need} first, and no node holds that much")
+            possible = possible & covering
         if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
             return True
         return self._miss(

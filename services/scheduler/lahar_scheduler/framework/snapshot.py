@@ -145,6 +145,8 @@ class Snapshot:
         # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
         self.plugin_memory: dict[str, dict[str, object]] = {}
         self.reservation = Reservation()  # elect/reserve's target job and locked nodes
+        # Where Volcano's predicate helper resumes its walk over the nodes (framework/nodewindow.py).
+        self.last_processed_node = 0
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
         names: set[str] = set()

@@ -1,0 +1,48 @@
+"""How many feasible nodes allocate looks for, and where it starts: Volcano's PredicateNodes window.
+
+Volcano does not score every feasible node of a large cluster.  Its predicate helper walks the
+node list from where the previous search stopped (a scheduler-wide index), and stops once it has
+found ``CalculateNumOfFeasibleNodesToFind(n)`` feasible nodes: every node up to 100, then an
+adaptive 50% − n/125 (at least 5%, at least 100 nodes) with the default scheduler options.  Only
+those nodes are scored; the index moves past the last node examined, so each node gets its turn
+across tasks.  Lahar computes the feasibility of every node at once (cached per task shape), and
+then keeps the same window Volcano's sequential walk would have kept; the index lives on the
+snapshot, as Volcano keeps it for the process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.nodes import IntArray
+
+MIN_NODES_TO_FIND = 100  # --minimum-feasible-nodes
+MIN_PERCENTAGE = 5  # --minimum-percentage-nodes-to-find
+BASELINE_PERCENTAGE = 50
+
+
+def nodes_to_find(total: int) -> int:
+    """CalculateNumOfFeasibleNodesToFind with the default options (percentage-nodes-to-find 0)."""
+    if total <= MIN_NODES_TO_FIND:
+        return total
+    percentage = max(BASELINE_PERCENTAGE - total // 125, MIN_PERCENTAGE)
+    return max(total * percentage // 100, MIN_NODES_TO_FIND)
+
+
+def window(feasible: IntArray, total: int, start: int) -> tuple[IntArray, int]:
+    """The feasible positions (sorted, in ``range(total)``) a walk from ``start`` keeps, and where
+    the next walk starts.  The walk stops at the first feasible node past the window (it was
+    examined, so the index moves past it); with no such node every node was examined."""
+    if total == 0:
+        return feasible, 0
+    start %= total
+    wanted = nodes_to_find(total)
+    if len(feasible) <= wanted:
+        return feasible, start  # every node examined: (start + total) % total
+    cut = int(np.searchsorted(feasible, start))
+    rotated = np.concatenate((feasible[cut:], feasible[:cut]))
+    examined = (int(rotated[wanted]) - start) % total + 1
+    return np.sort(rotated[:wanted]), (start + examined) % total
