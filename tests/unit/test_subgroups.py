@@ -478,3 +478,73 @@ def test_sub_jobs_go_by_priority_then_partition_index() -> None:
     assert binds(run(objs, prio)) == {"c1/c": "n1"}  # the high-priority sub-group
     objs = [o for o in objs if o.metadata.name != "c"]
     assert binds(run(objs, prio)) == {"c1/a": "n1"}  # partition 2 before 10 (numeric, not text)
+
+
+def three_tier() -> list[Any]:
+    """s3..s6 (two 2-cpu nodes each) at tier 1, s1 {s3, s4} and s2 {s5, s6} at tier 2, s0 at tier 3."""
+    objs: list[Any] = []
+    for name in ("s3", "s4", "s5", "s6"):
+        nodes = [f"{name}-n1", f"{name}-n2"]
+        objs += [node(n, cpu="2", memory="4Gi", pods="10") for n in nodes]
+        objs.append(hypernode(name, 1, nodes=nodes))
+    objs += [hypernode("s1", 2, hypernodes=["s3", "s4"]), hypernode("s2", 2, hypernodes=["s5", "s6"])]
+    objs.append(hypernode("s0", 3, hypernodes=["s1", "s2"]))
+    return objs
+
+
+def test_three_tiers_rescheduled_job_stays_in_its_tier2_hypernode() -> None:
+    # case "podgroup hard network topology constrain and subGroup soft network topology constrain
+    # and tasks in job rescheduled, can allocate job when cross highestTierAllowed tier and
+    # hyperNodesInfo has three tier": the job runs in s3 (under s1) and is held to tier 2, so the
+    # pending worker goes to s4, not under s2.
+    pods = [("p1", {SPEC: "master"}, "s3-n1"), ("p2", {SPEC: "worker"}, "s3-n2"), ("p3", {SPEC: "worker"}, "")]
+    objs = [*three_tier(), *job(2, "hard", 2, [policy("task1", SPEC, "soft")], pods, allocated="s1")]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 1 and leaf(placed["c1/p3"]) == "s4"
+
+
+def test_three_tiers_rescheduled_sub_job_cannot_leave_its_full_tier2_hypernode() -> None:
+    # case "podgroup soft network topology constrain and subGroup hard network topology constrain
+    # and tasks in job rescheduled, can not allocate job when cross highestTierAllowed tier and
+    # hyperNodesInfo has three tier": the workers fill s1 and are held to tier 2.
+    pods = [
+        ("p1", {SPEC: "master"}, "s3-n1"),
+        ("p2", {SPEC: "worker"}, "s3-n2"),
+        ("p3", {SPEC: "worker"}, "s4-n1"),
+        ("p4", {SPEC: "worker"}, "s4-n2"),
+        ("p5", {SPEC: "worker"}, ""),
+    ]
+    objs = [*three_tier(), *job(2, "soft", 0, [policy("task1", SPEC, "hard", 2)], pods, allocated="s1")]
+    assert binds(run(objs, CONF)) == {}
+
+
+def test_rescheduled_sub_job_may_use_the_cluster_top_tier() -> None:
+    # case "... and tasks in job rescheduled, can allocate job when LCAHyperNode is empty": with
+    # only tier-1 HyperNodes, tier 2 is the cluster top, so the worker sub-group (hard, tier 2)
+    # running in the full s0 may place its pending worker in s1.
+    objs = [
+        *tree(("s0", ["s0-n1", "s0-n2"]), ("s1", ["s1-n3", "s1-n4"]), top=""),
+        *job(2, "hard", 3, [policy("task1", SPEC, "hard", 2)], RUNNING, allocated="s0"),
+    ]
+    placed = binds(run(objs, CONF))
+    assert len(placed) == 1 and leaf(placed["c1/p3"]) == "s1"
+
+
+def test_rescheduled_job_with_min_sub_groups_met_adds_one_whole_worker_group() -> None:
+    # case "... with minSubGroups and tasks in job rescheduled, can allocate job when subGroup is
+    # rescheduled": two masters already run in s0 (task1's minSubGroups 2 met); one whole worker
+    # sub-group (task2, size 2) fits in s1 and makes the job ready.
+    pods = [
+        ("p1", {SPEC: "master"}, ""),
+        ("p2", {SPEC: "master2"}, ""),
+        ("p3", {SPEC: "master3"}, "s0-n1"),
+        ("p4", {SPEC: "master4"}, "s0-n2"),
+        ("p5", {INSTANCE: "worker"}, ""),
+        ("p6", {INSTANCE: "worker"}, ""),
+        ("p7", {INSTANCE: "worker2"}, ""),
+        ("p8", {INSTANCE: "worker2"}, ""),
+    ]
+    pols = [policy("task1", SPEC, "hard", 1, 1, 2), policy("task2", INSTANCE, "hard", 1, 2, 1)]
+    placed = binds(run([*two_tier(), *job(3, "hard", 2, pols, pods)], CONF))
+    assert len(placed) == 2 and {leaf(n) for n in placed.values()} == {"s1"}
+    assert set(placed) in ({"c1/p5", "c1/p6"}, {"c1/p7", "c1/p8"})
