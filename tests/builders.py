@@ -153,10 +153,13 @@ def podgroup(
     creation: str | None = None,
     conditions: Sequence[Mapping[str, Any]] = (),
     network_topology: Mapping[str, Any] | None = None,
+    sub_group_policy: Sequence[Mapping[str, Any]] = (),
 ) -> PodGroup:
     spec: dict[str, Any] = {"queue": queue, "minMember": min_member}
     if network_topology is not None:
         spec["networkTopology"] = dict(network_topology)
+    if sub_group_policy:
+        spec["subGroupPolicy"] = [dict(p) for p in sub_group_policy]
     if min_resources is not None:
         spec["minResources"] = dict(min_resources)
     if min_task_member is not None:

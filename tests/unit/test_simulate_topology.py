@@ -141,3 +141,41 @@ def test_explain_lists_each_hypernode_tried(tmp_path: Path, capsys: pytest.Captu
     for leaf in ("a1", "a2", "b1", "b2"):
         assert f"tier 1 hypernode {leaf}: 2 of 3 pending tasks fit, 3 needed" in out
     assert "raise highestTierAllowed" in out
+
+
+def partitioned(name: str, parts: int, size: int, tier: int, created: str) -> list[dict[str, Any]]:
+    """A gang split into ``parts`` sub-groups of ``size`` (volcano.sh/partition-id), each hard at
+    ``tier``, as the controller renders a Job task's partitionPolicy."""
+    docs = gang(name, parts * size, 3, created)
+    docs[0]["spec"]["subGroupPolicy"] = [
+        {
+            "name": "worker",
+            "subGroupSize": size,
+            "minSubGroups": parts,
+            "matchLabelKeys": ["volcano.sh/partition-id"],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": tier},
+        }
+    ]
+    for i, pod in enumerate(docs[1:]):
+        pod["metadata"]["labels"] = {"volcano.sh/partition-id": str(i // size)}
+    return docs
+
+
+def test_sub_groups_each_inside_one_leaf_and_refusal_explained(simulate: Run, tmp_path: Path) -> None:
+    # allocate_test.go TestAllocateWithPartitionPolicyNetworkTopology on a dump: "train" has
+    # partitions of 2 that each need one leaf; "huge" has partitions of 3, which no leaf holds.
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(CONF)
+    docs = [
+        *cluster(),
+        *partitioned("train", 3, 2, 1, "2024-01-01T00:00:00Z"),
+        *partitioned("huge", 1, 3, 1, "2024-01-01T00:00:01Z"),
+    ]
+    code, out, _ = simulate(docs, "--conf", str(conf))
+    assert code == 0, simulate.stderr
+    binds = out["binds"]
+    leaves = [{binds[f"ml/train-{2 * p + i}"].split("-")[0] for i in range(2)} for p in range(3)]
+    assert all(len(one) == 1 for one in leaves) and len(set().union(*leaves)) == 3
+    assert not any(k.startswith("ml/huge-") for k in binds)
+    why = out["conditions"]["ml/huge"]
+    assert "sub-group policy: the job's 1 sub-group could not be placed together" in why

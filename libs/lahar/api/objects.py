@@ -321,10 +321,14 @@ class NetworkTopologySpec(_Base):
 
 
 class SubGroupPolicySpec(_Base):
-    """A PodGroup sub-group policy (kept whole; the scheduler reads its networkTopology only)."""
+    """A PodGroup sub-group policy: pods it selects (``labelSelector``) are split into sub-groups
+    by the values of ``matchLabelKeys``; each sub-group of ``subGroupSize`` pods is a gang of its
+    own, placed inside one HyperNode per its ``networkTopology``; ``minSubGroups`` of them must be
+    placed for the job to run."""
 
     name: str = ""
     sub_group_size: int | None = None
+    min_sub_groups: int | None = None
     label_selector: LabelSelector | None = None
     match_label_keys: list[str] = []
     network_topology: NetworkTopologySpec | None = None

@@ -40,7 +40,13 @@ def register(sub: Any) -> None:
     pre.add_argument("--output", choices=("text", "json"), default="text")
     pre.set_defaults(handler=bench_preempt)
     # Benchmarks of other parts register themselves here when their modules provide register_bench.
-    for module in ("lahar.cli.benchsim", "lahar.cli.admission", "lahar.e2e.bench", "lahar.e2e.controller_bench"):
+    for module in (
+        "lahar.cli.benchsim",
+        "lahar.cli.admission",
+        "lahar.e2e.bench",
+        "lahar.e2e.controller_bench",
+        "lahar.cli.bench_subgroups",
+    ):
         try:
             mod = importlib.import_module(module)
         except ImportError:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lahar_scheduler.actions.allocate_subjobs import JobWorksheet, allocate_for_job, organize
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.fiterrors import FitErrors
@@ -34,6 +35,7 @@ from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray
+    from lahar_scheduler.framework.subjobs import SubJobInfo
 
 
 def allocate_in_hypernodes(*args: Any) -> Statement | None:
@@ -168,10 +170,39 @@ class Within:
     rows: IntArray
     mask: np.ndarray  # over every node row: True inside
     placed: Callable[[TaskInfo, str], None]
+    sub: SubJobInfo | None = None  # the sub-job placed (a job with a subGroupPolicy)
 
     def keep(self, gradients: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray] | None:
         inside = (gradients[0][self.mask[gradients[0]]], gradients[1][self.mask[gradients[1]]])
         return inside if len(inside[0]) or len(inside[1]) else None
+
+
+def _ready(ssn: Session, job: JobInfo, within: Within | None) -> bool:
+    if within is not None and within.sub is not None:
+        return ssn.sub_job_ready(job, within.sub)
+    return ssn.call(P.JOB_READY, job)
+
+
+def _pipelined(ssn: Session, job: JobInfo, within: Within | None) -> bool:
+    if within is not None and within.sub is not None:
+        return ssn.sub_job_pipelined(job, within.sub)
+    return ssn.call(P.JOB_PIPELINED, job)
+
+
+def _has_fit_errors(job: JobInfo, task: TaskInfo, within: Within | None) -> bool:
+    """Volcano's TaskHasFitErrors: a role already failed (within the same sub-job, if any)."""
+    if within is None or within.sub is None:
+        return job.task_has_fit_errors(task)
+    tasks = within.sub.tasks
+    return bool(task.role) and task.role in {tasks[t].role for t in job.fit_errors if t in tasks}
+
+
+def _continue(job: JobInfo, within: Within | None) -> bool:
+    """Volcano's NeedContinueAllocating(subJob): a sub-job that must place all its tasks stops at
+    the first failure; other sub-jobs of a subGroupPolicy job go on."""
+    if within is None or within.sub is None:
+        return job.need_continue_allocating()
+    return job.min_available != len(job.tasks) and within.sub.min_available < len(within.sub.tasks)
 
 
 class AllocateAction(Action):
@@ -183,6 +214,7 @@ class AllocateAction(Action):
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
+        sheets: dict[str, JobWorksheet] = {}  # jobs with a subGroupPolicy, by sub-job
         for job in ssn.jobs.values():
             if job.is_pending():
                 if "enqueue" in ssn.enabled_actions:
@@ -208,6 +240,8 @@ class AllocateAction(Action):
                 queues.push(ssn.queues[job.queue])
             jobs_by_queue[job.queue].push(job)
             worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks)
+            if job.sub_jobs is not None:
+                sheets[job.uid] = organize(ssn, job, tasks)
         while not queues.empty():
             queue = queues.pop()
             if ssn.call(P.OVERUSED, queue):
@@ -222,14 +256,17 @@ class AllocateAction(Action):
             job = jobs.pop()
             worksheet = worksheets[job.uid]
             topo = ssn.topology.get(job.uid) if ssn.topology else None
-            if topo is not None:
+            sheet = sheets.get(job.uid)
+            if sheet is not None:
+                stmt = allocate_for_job(self, ssn, job, queue, sheet)
+            elif topo is not None:
                 stmt = allocate_in_hypernodes(self, ssn, job, queue, worksheet, topo)
             else:
                 stmt = self.allocate_job(ssn, job, queue, worksheet)
             if stmt is not None and ssn.call(P.JOB_READY, job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
-                if len(worksheet):
+                if (not sheet.empty()) if sheet is not None else len(worksheet):
                     jobs.push(job)
             queues.push(queue)
 
@@ -252,7 +289,7 @@ class AllocateAction(Action):
                 continue
             if task.sch_gated:
                 continue
-            if job.task_has_fit_errors(task):
+            if _has_fit_errors(job, task, within):
                 job.fit_errors[task.uid] = FitErrors(
                     f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
                 )
@@ -263,7 +300,7 @@ class AllocateAction(Action):
                 fe.add(err, len(all_nodes))
                 job.fit_errors[task.uid] = fe
                 ssn.explain(job, partial(pre_predicate_why, self.name, task, err))
-                if job.need_continue_allocating():
+                if _continue(job, within):
                     continue
                 break
             decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
@@ -275,7 +312,7 @@ class AllocateAction(Action):
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
                     ssn.explain(job, partial(nodes_why, self.name, task, filtered.errors, len(all_nodes)))
-                    if job.need_continue_allocating():
+                    if _continue(job, within):
                         continue
                     break
                 passed = filtered.passed if within is not None else self._window(ssn, filtered.passed)
@@ -294,15 +331,17 @@ class AllocateAction(Action):
             decision.chosen[task.key] = node.name
             if within is not None:
                 within.placed(task, node.name)
-            if ssn.call(P.JOB_READY, job):
+            if _ready(ssn, job, within):
                 break
-        if ssn.call(P.JOB_READY, job):
+        if _ready(ssn, job, within):
             return stmt
-        if ssn.call(P.JOB_PIPELINED, job):
-            decision.outcome = "pipelined"
+        if _pipelined(ssn, job, within):
+            if within is None or within.sub is None:  # a sub-job's try is not the job's outcome
+                decision.outcome = "pipelined"
             return stmt
         stmt.discard()
-        decision.outcome = "discarded"
+        if within is None or within.sub is None:
+            decision.outcome = "discarded"
         return None
 
     def _candidates(self, ssn: Session, task: TaskInfo) -> tuple[IntArray, IntArray] | None:

@@ -5,8 +5,9 @@ lowest first) are tried in order; inside a gradient the job is dry-run in every 
 tasks placed on that HyperNode's nodes only, then discarded), and of those where the job became
 ready or pipelined, the best by ``hypernode_order`` is replayed for real.  A lower tier that works
 is never passed over for a higher one.  A job placed in no HyperNode gets a reason naming each
-tier and HyperNode tried.  (Sub-group policies are not split into sub-jobs: the job is its one
-default sub-job, which carries the job's networkTopology, as Volcano builds it.)
+tier and HyperNode tried.  (This is the path of a job without a sub-group policy: the job is its
+one default sub-job, which carries the job's networkTopology, as Volcano builds it; jobs with
+one take allocate_subjobs.py.)
 """
 
 from __future__ import annotations

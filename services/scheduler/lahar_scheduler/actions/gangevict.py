@@ -6,14 +6,16 @@ domain's idle plus releasing plus what the bundles hold covers the need; then a 
 those victims and pipelines every pending task inside the domain, and is kept only if the job
 ends pipelined.  Statements commit per job, only when it is pipelined, as in preempt and reclaim.
 
-Domains are hyper-nodes in Volcano.  Lahar has no HyperNodes yet, so the one domain is the whole
-cluster (Volcano's cluster-top hyper-node fallback), and a job with a hard network topology gets
-none (Volcano gives it only the gradients the network-topology plugin returns).  Sub-jobs are
-not modelled either: a job is its single sub-job, as in Volcano without a sub-group policy.
+Domains are HyperNodes, as in Volcano: a job with a networkTopology gets the HyperNodes the
+network-topology-aware plugin's eviction gradients name (those whose allocatable could hold the
+job, widest tier first, at most ``hypernode.gradient.evict.max-hypernodes`` of them, then at most
+``maxDomains``); a job without one gets the whole cluster (the cluster-top HyperNode).  Victims
+are looked for, and the job's tasks pipelined, only on the domain's nodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -27,7 +29,9 @@ from lahar_scheduler.actions.bundles import Bundle, BundleType, apply_allowed, f
 from lahar_scheduler.actions.evictutil import fits_rows, preempt_nodes
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
+from lahar_scheduler.framework.hypernodes import CLUSTER_TOP
 from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.topology import PURPOSE_EVICT, gradients
 from lahar_scheduler.framework.types import PREEMPTABLE_KEY, TaskStatus
 
 if TYPE_CHECKING:
@@ -37,7 +41,6 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.statement import Statement
 
 S = TaskStatus
-CLUSTER_TOP = "<cluster-top-hypernode>"
 DEFAULT_MAX_DOMAINS = 8
 
 
@@ -73,16 +76,22 @@ def pick_domains(gradients: list[list[str]], max_domains: int, fallback: str) ->
     return out
 
 
-def hard_topology(job: JobInfo) -> bool:
-    spec = job.podgroup.spec.network_topology if job.podgroup is not None else None
-    # The PodGroup CRD defaults mode to hard.
-    return spec is not None and (spec.mode or "hard") == "hard"
-
-
 def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[tuple[str, IntArray]]:
-    """(name, node rows) of each domain to look for victims in, best first."""
-    names = pick_domains([], max_domains, "" if hard_topology(job) else CLUSTER_TOP)
-    return [(name, ssn.candidate_nodes()) for name in names]
+    """(name, node rows) of each domain to look for victims in, best first (Volcano's
+    GetCandidateDomains): a job with a networkTopology gets the HyperNodes its eviction gradients
+    name, widest first; a job without one, or without a gradient plugin, the whole cluster."""
+    topo = ssn.topology.get(job.uid) if ssn.topology else None
+    if topo is None:
+        names = pick_domains([[CLUSTER_TOP]], max_domains, CLUSTER_TOP)
+    else:
+        evict = dataclasses.replace(topo, purpose=PURPOSE_EVICT)
+        # No fallback: a job bound to its topology may not look for room outside it.
+        names = pick_domains(gradients(ssn, job, evict, CLUSTER_TOP), max_domains, "")
+    everywhere = ssn.candidate_nodes()
+    if names == [CLUSTER_TOP]:
+        return [(CLUSTER_TOP, everywhere)]
+    rows = ssn.hypernodes.rows(ssn.nodes)
+    return [(name, everywhere if name == CLUSTER_TOP else np.intersect1d(rows[name], everywhere)) for name in names]
 
 
 # -- the preemptor's side ---------------------------------------------------------------------------
@@ -123,10 +132,17 @@ def idle_and_releasing(ssn: Session, nodes: IntArray) -> Resource:
 
 
 def nomination_plan(
-    ssn: Session, queue: QueueInfo | None, job: JobInfo, nodes: IntArray, victims: list[TaskInfo], reason: str
+    ssn: Session,
+    queue: QueueInfo | None,
+    job: JobInfo,
+    nodes: IntArray,
+    victims: list[TaskInfo],
+    reason: str,
+    domain: str = CLUSTER_TOP,
 ) -> Statement | None:
-    """Evict ``victims`` and pipeline the job's pending tasks within ``nodes``; the statement
-    (left applied) when the job is then pipelined, else None with the session as it was."""
+    """Evict ``victims`` and pipeline the job's pending tasks within ``nodes`` (the domain's);
+    the statement (left applied) when the job is then pipelined, else None with the session as it
+    was.  A job with a subGroupPolicy is placed sub-job by sub-job (gangevict_subjobs.py)."""
     tasks = worksheet(ssn, job)
     if not tasks:
         return None
@@ -134,7 +150,13 @@ def nomination_plan(
     for victim in victims:
         plan.evict(victim, reason)
     trial = ssn.statement()
-    if not _pipeline_all(ssn, queue, job, tasks, nodes, trial, bool(victims)):
+    if job.sub_jobs is not None:
+        from lahar_scheduler.actions.gangevict_subjobs import pipeline_sub_jobs
+
+        placed = pipeline_sub_jobs(ssn, queue, job, tasks, domain, nodes, trial, bool(victims))
+    else:
+        placed = _pipeline_all(ssn, queue, job, tasks, nodes, trial, bool(victims))
+    if not placed:
         trial.discard()
         plan.discard()
         return None
@@ -156,20 +178,29 @@ def _pipeline_all(
 ) -> bool:
     """Every task must find a node (idle fit first, then future idle, best score) or the trial fails."""
     for task in tasks:
-        if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
+        if not pipeline_one(ssn, queue, task, nodes, trial, evicted):
             return False
-        if ssn.call(P.PRE_PREDICATE, task) is not None:
-            return False
-        rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
-        rows = rows[fits_rows(task, ssn.nodes.future[rows])]
-        if not len(rows):
-            return False
-        now = fits_rows(task, ssn.nodes.idle[rows])
-        best = best_of_gradients(ssn, task, (rows[now], rows[~now]))
-        if best is None:
-            return False
-        trial.pipeline(task, ssn.node_list[best].name, evicted)
     return len(trial) > 0 and (ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job))
+
+
+def pipeline_one(
+    ssn: Session, queue: QueueInfo | None, task: TaskInfo, nodes: IntArray, trial: Statement, evicted: bool
+) -> bool:
+    """Pipeline one task on the best of ``nodes`` it fits once victims leave; False if none."""
+    if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
+        return False
+    if ssn.call(P.PRE_PREDICATE, task) is not None:
+        return False
+    rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
+    rows = rows[fits_rows(task, ssn.nodes.future[rows])]
+    if not len(rows):
+        return False
+    now = fits_rows(task, ssn.nodes.idle[rows])
+    best = best_of_gradients(ssn, task, (rows[now], rows[~now]))
+    if best is None:
+        return False
+    trial.pipeline(task, ssn.node_list[best].name, evicted)
+    return True
 
 
 # -- the actions ------------------------------------------------------------------------------------
@@ -238,7 +269,7 @@ class GangEvictAction(Action):
                 victims.extend(bundle.tasks)
                 if not need.less_equal(idle.clone().add(total_resreq(victims)), Dim.ZERO):
                     continue
-                plan = nomination_plan(ssn, queue, job, nodes, list(victims), self.name)
+                plan = nomination_plan(ssn, queue, job, nodes, list(victims), self.name, domain)
                 if plan is not None:
                     stmt.merge(plan)
                     return

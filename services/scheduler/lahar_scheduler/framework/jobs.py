@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar.api.objects import Container, NetworkTopologySpec, Pod, PodGroup, Queue
+from lahar.api.objects import Container, NetworkTopologySpec, Pod, PodGroup, Queue, SubGroupPolicySpec
 from lahar.api.resource import Resource
+from lahar_scheduler.framework.subjobs import SubJobs
+from lahar_scheduler.framework.subjobs import build as build_sub_jobs
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PREEMPTABLE_KEY,
@@ -262,6 +264,8 @@ class JobInfo:
         self.min_resources: Resource | None = None
         self.network_topology: NetworkTopologySpec | None = None
         self.allocated_hypernode = ""  # Volcano's JobAllocatedHyperNode (PodGroup annotation)
+        # Sub-jobs by the PodGroup's subGroupPolicy; None without one (the job is its own sub-job).
+        self.sub_jobs: SubJobs | None = None
         self.creation = ""
         self.preemptable = False
         self.waiting_time: str | None = None
@@ -280,6 +284,7 @@ class JobInfo:
         self.min_resources = Resource.from_list(spec.min_resources) if spec.min_resources is not None else None
         self.network_topology = spec.network_topology
         self.allocated_hypernode = pg.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE, "")
+        self._split(spec.sub_group_policy)
         self.creation = pg.metadata.creation_timestamp or ""
         raw = pg.metadata.annotations.get(PREEMPTABLE_KEY, pg.metadata.labels.get(PREEMPTABLE_KEY, ""))
         self.preemptable = parse_bool(raw) is True
@@ -296,12 +301,25 @@ class JobInfo:
         self.tasks[task.uid] = task
         self._index(task)
         self.total_request.add(task.resreq)
+        if self.sub_jobs is not None:
+            self.sub_jobs.add(task)
 
     def remove_task(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is None:
             return
         self._unindex(task)
         self.total_request.sub(task.resreq)
+        if self.sub_jobs is not None:
+            self.sub_jobs.remove(task)
+
+    def _split(self, policies: list[SubGroupPolicySpec]) -> None:
+        if not policies:
+            self.sub_jobs = None
+            return
+        old = self.sub_jobs
+        if old is not None and old.policies == policies and old.topology == self.network_topology:
+            return
+        self.sub_jobs = build_sub_jobs(self.uid, list(policies), self.network_topology, self.tasks.values())
 
     def _index(self, task: TaskInfo) -> None:
         self.status_index.setdefault(task.status, {})[task.uid] = task

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.eviction import EvictionContext
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.subjobs import SubJobInfo
     from lahar_scheduler.framework.topology import JobTopology
 
 P = ParamSpec("P")
@@ -254,6 +255,16 @@ JOB_READY: Point[[JobInfo], bool, bool] = Point(
 JOB_PIPELINED: Point[[JobInfo], int, bool] = Point(
     "job_pipelined", "enableJobPipelined", vote, "a Vote: may the job keep its pipelined reservations"
 )
+# Sub-jobs (a PodGroup's subGroupPolicy): each is a gang of its own inside the job.
+SUB_JOB_READY: Point[[SubJobInfo], bool, bool] = Point(
+    "sub_job_ready", "enabledSubJobReady", every, "True when the sub-job's allocated tasks make it whole"
+)
+SUB_JOB_PIPELINED: Point[[SubJobInfo], int, bool] = Point(
+    "sub_job_pipelined", "enabledSubJobPipelined", vote, "a Vote: may the sub-job keep its pipelined reservations"
+)
+SUB_JOB_ORDER: Point[[SubJobInfo, SubJobInfo], int, int] = Point(
+    "sub_job_order", "enabledSubJobOrder", first_nonzero, "negative when the left sub-job is placed first"
+)
 JOB_ENQUEUEABLE: Point[[JobInfo], int, bool] = Point(
     "job_enqueueable", "enableJobEnqueued", vote, "a Vote: may the job move to Inqueue"
 )
@@ -307,13 +318,15 @@ SIMULATE_REMOVE_TASK: Point[[CycleState, TaskInfo, TaskInfo, NodeInfo], str | No
     "simulate_remove_task", _SIMULATE_TASK, first_error, "account a victim removed from the node copy"
 )
 # -- network topology: the HyperNodes a job may go to, lowest tier first, and how good each is ------
-HYPERNODE_GRADIENT: Point[[JobInfo, JobTopology, str], list[list[str]] | None, list[list[str]] | None] = Point(
-    "hypernode_gradient",
-    "enabledHyperNodeGradient",
-    first_result,
-    "eligible HyperNodes under the given root, grouped by tier, lowest first; None for no opinion",
+HYPERNODE_GRADIENT: Point[[JobInfo | SubJobInfo, JobTopology, str], list[list[str]] | None, list[list[str]] | None] = (
+    Point(
+        "hypernode_gradient",
+        "enabledHyperNodeGradient",
+        first_result,
+        "eligible HyperNodes under the given root, grouped by tier, lowest first; None for no opinion",
+    )
 )
-HYPERNODE_ORDER: Point[[JobInfo, list[str]], dict[str, float], dict[str, float]] = Point(
+HYPERNODE_ORDER: Point[[JobInfo | SubJobInfo, list[str]], dict[str, float], dict[str, float]] = Point(
     "hypernode_order", "enabledHyperNodeOrder", dict_sum, "a score per candidate HyperNode, higher is better"
 )
 
@@ -336,6 +349,9 @@ POINTS: dict[str, Point[Any, Any, Any]] = {
         PREEMPTIVE,
         JOB_READY,
         JOB_PIPELINED,
+        SUB_JOB_READY,
+        SUB_JOB_PIPELINED,
+        SUB_JOB_ORDER,
         JOB_ENQUEUEABLE,
         JOB_ENQUEUED,
         JOB_VALID,

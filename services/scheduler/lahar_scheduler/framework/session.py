@@ -27,10 +27,14 @@ from lahar_scheduler.framework.plugin import Plugin
 from lahar_scheduler.framework.points import (
     CYCLE_STATE,
     JOB_ORDER,
+    JOB_PIPELINED,
     JOB_READY,
     POINTS,
     PREDICATE,
     QUEUE_ORDER,
+    SUB_JOB_ORDER,
+    SUB_JOB_PIPELINED,
+    SUB_JOB_READY,
     TASK_ORDER,
     VICTIM_QUEUE_ORDER,
     Chain,
@@ -42,7 +46,8 @@ from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
-from lahar_scheduler.framework.topology import JobTopology, job_topologies
+from lahar_scheduler.framework.subjobs import SubJobInfo
+from lahar_scheduler.framework.topology import JobTopology, job_topologies, sub_job_topologies
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PodGroupPhase,
@@ -189,6 +194,31 @@ class Session:
         if not any(j.network_topology is not None for j in self.jobs.values()):
             return {}  # no tree built, no per-job work: the default path stays as it was
         return job_topologies(self.jobs.values(), self.hypernodes)
+
+    @functools.cached_property
+    def sub_topology(self) -> dict[str, JobTopology]:
+        """Per sub-job with a networkTopology (jobs with a subGroupPolicy), its constraint."""
+        if not any(j.sub_jobs is not None for j in self.jobs.values()):
+            return {}
+        return sub_job_topologies(self.jobs.values(), self.hypernodes)
+
+    def sub_job_ready(self, job: JobInfo, sub: SubJobInfo) -> bool:
+        """Volcano's SubJobReady: the job's own readiness when it has no sub-group policy."""
+        if job.sub_jobs is None:
+            return self.call(JOB_READY, job)
+        return self.call(SUB_JOB_READY, sub)
+
+    def sub_job_pipelined(self, job: JobInfo, sub: SubJobInfo) -> bool:
+        if job.sub_jobs is None:
+            return self.call(JOB_PIPELINED, job)
+        return self.call(SUB_JOB_PIPELINED, sub)
+
+    def sub_job_order(self, left: SubJobInfo, right: SubJobInfo) -> bool:
+        """The plugins' order, then the partition index, then the id (Volcano's SubJobOrderFn)."""
+        r = self.call(SUB_JOB_ORDER, left, right)
+        if r:
+            return r < 0
+        return (left.match_index, left.uid) < (right.match_index, right.uid)
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:

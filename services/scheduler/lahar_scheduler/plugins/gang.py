@@ -9,6 +9,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
+from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Why
 from lahar_scheduler.plugins.base import NoArgs, Plugin
@@ -30,6 +31,9 @@ class GangPlugin(Plugin):
         ssn.add(P.JOB_READY, _job_ready)
         ssn.add(P.JOB_PIPELINED, _job_pipelined)
         ssn.add(P.JOB_STARVING, _job_starving)
+        ssn.add(P.SUB_JOB_ORDER, _sub_job_order)
+        ssn.add(P.SUB_JOB_READY, _sub_job_ready)
+        ssn.add(P.SUB_JOB_PIPELINED, _sub_job_pipelined)
 
     def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
         invalid = _job_valid(job)
@@ -94,6 +98,8 @@ class GangPlugin(Plugin):
 def _job_valid(job: JobInfo) -> tuple[str, str] | None:
     if not job.check_task_valid():
         return "NotEnoughPodsOfTask", "Not enough valid pods of each task for gang-scheduling"
+    if job.sub_jobs is not None and not job.sub_jobs.valid():
+        return "NotEnoughPodsOfTask", "Not enough valid subGroups of each task for gang-scheduling"
     valid = job.valid_num()
     if valid < job.min_available:
         return (
@@ -122,11 +128,30 @@ def invalid_why(job: JobInfo) -> Why:
 
 
 def _job_ready(job: JobInfo) -> bool:
-    return job.check_task_ready() and job.is_ready()
+    subs = job.sub_jobs
+    return job.check_task_ready() and (subs is None or subs.ready()) and job.is_ready()
 
 
 def _job_pipelined(job: JobInfo) -> Vote:
-    return Vote.PERMIT if job.check_task_pipelined() and job.is_pipelined() else Vote.REJECT
+    subs = job.sub_jobs
+    ok = job.check_task_pipelined() and (subs is None or subs.pipelined()) and job.is_pipelined()
+    return Vote.PERMIT if ok else Vote.REJECT
+
+
+def _sub_job_ready(sub: SubJobInfo) -> bool:
+    return sub.is_ready()
+
+
+def _sub_job_pipelined(sub: SubJobInfo) -> Vote:
+    return Vote.PERMIT if sub.is_pipelined() else Vote.REJECT
+
+
+def _sub_job_order(left: SubJobInfo, right: SubJobInfo) -> int:
+    """Sub-jobs still to be made whole go first (as jobs in _job_order)."""
+    lr, rr = left.is_ready(), right.is_ready()
+    if lr == rr:
+        return 0
+    return 1 if lr else -1
 
 
 def _job_starving(job: JobInfo) -> bool:

@@ -20,12 +20,14 @@ import numpy as np
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.session import EventHandler, Session
-from lahar_scheduler.framework.topology import JobTopology
+from lahar_scheduler.framework.topology import PURPOSE_EVICT, JobTopology, task_topology
 from lahar_scheduler.plugins.base import Plugin
 
 if TYPE_CHECKING:
+    from lahar.api.resource import Resource
     from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.subjobs import SubJobInfo
 
 NAME = "network-topology-aware"
 MAX_NODE_SCORE = 100.0
@@ -174,7 +176,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         return np.where(over, 0.0, part.sum(axis=1) / ws.sum())
 
     # -- hypernode_gradient -----------------------------------------------------------------------
-    def hypernode_gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
+    def hypernode_gradient(self, job: JobInfo | SubJobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
         """Eligible HyperNodes under the search root, grouped by tier, lowest tier first."""
         tree = self.tree
         start = search_root(tree, root, topo.highest_tier, topo.allocated)
@@ -182,31 +184,35 @@ class NetworkTopologyAwarePlugin(Plugin):
             return []
         eligible: dict[int, list[str]] = {}
         queue, seen = [start], {start}
+        need = job.min_resources  # once: a sub-job sums its pending tasks for it
         while queue:
             name = queue.pop(0)
-            if self._eligible(name, job, topo):
+            if self._eligible(name, need, topo):
                 eligible.setdefault(tree.tier(name), []).append(name)
             for child in sorted(tree.infos[name].children):
                 if child not in seen:
                     seen.add(child)
                     queue.append(child)
-        return [eligible[t] for t in sorted(eligible)]
+        out = [eligible[t] for t in sorted(eligible)]
+        return reverse_and_cap(out, self.args.evict_max_hypernodes) if topo.purpose == PURPOSE_EVICT else out
 
-    def _eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
+    def _eligible(self, name: str, need: Resource | None, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
             return False
         if topo.allocated:
             return True  # partly running: no resource pre-filter (as Volcano)
-        need = job.min_resources
         if need is None or need.is_empty():
             return True
         h = self.index[name]
         space = self.ssn.nodes.space
+        if topo.purpose == PURPOSE_EVICT:
+            # Evicting may free everything: only what the HyperNode has at all counts.
+            return need.less_equal(space.resource(self.alloc[h]))
         idle, future = space.resource(self.idle[h]), space.resource(self.future[h])
         return need.less_equal(idle) or need.less_equal(future)
 
     # -- hypernode_order ----------------------------------------------------------------------------
-    def hypernode_order(self, job: JobInfo, candidates: list[str]) -> dict[str, float]:
+    def hypernode_order(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> dict[str, float]:
         request: dict[str, float] = {}
         for task in job.tasks.values():
             for name in task.resreq.names():
@@ -220,7 +226,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 scores[k] += self._task_share(candidates[k], job)
         return {c: MAX_NODE_SCORE * self.args.weight * float(s) for c, s in zip(candidates, scores, strict=True)}
 
-    def _task_share(self, hypernode: str, job: JobInfo) -> float:
+    def _task_share(self, hypernode: str, job: JobInfo | SubJobInfo) -> float:
         if not job.tasks:
             return 0.0
         nodes = self.tree.infos[hypernode].nodes
@@ -228,9 +234,9 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- node_order -----------------------------------------------------------------------------------
     def node_order(self, task: TaskInfo, idx: IntArray) -> FloatArray:
-        topo = self.ssn.topology.get(task.job)
+        topo, owner = task_topology(self.ssn, task)
         if topo is not None:
-            scores = self._near_allocated(task, topo, idx)
+            scores = self._near_allocated(owner, topo, idx)
         elif self.args.normal_pod_enable:
             scores = self._tiered_binpack(task, idx)
         else:
@@ -256,7 +262,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             total += w * np.array([lookup[h] if h >= 0 else 1.0 for h in hn.tolist()])
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
-    def _near_allocated(self, task: TaskInfo, topo: JobTopology, idx: IntArray) -> FloatArray:
+    def _near_allocated(self, owner: JobInfo | SubJobInfo | None, topo: JobTopology, idx: IntArray) -> FloatArray:
         """The tier score of LCA(node's lowest HyperNode, the job's allocated HyperNode); ties at
         the top broken by the share of the job's tasks already in the node's HyperNode."""
         allocated = topo.placing
@@ -267,7 +273,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         scores = np.array([per_leaf[h] for h in leaf.tolist()])
         top = np.flatnonzero(scores == scores.max())
         if len(top) > 1:
-            job = self.ssn.jobs.get(task.job)
+            # The share of the job's (or its sub-job's) tasks already in each node's HyperNode.
+            job = owner
             if job is not None:
                 share = {h: self._task_share(self.names[h], job) if h >= 0 else 0.0 for h in set(leaf[top].tolist())}
                 scores[top] += np.array([share[h] for h in leaf[top].tolist()])
@@ -313,3 +320,19 @@ def search_root(tree: HyperNodeTree, available: str, highest_tier: int, allocate
     if lca == available:
         return highest
     return None
+
+
+def reverse_and_cap(gradients: list[list[str]], limit: int) -> list[list[str]]:
+    """Volcano's reverseAndCapEvictionGradients: eviction tries the widest tiers first (more
+    room to free), keeping at most ``limit`` HyperNodes in all (the last of a cut tier)."""
+    if limit <= 0:
+        return gradients
+    out: list[list[str]] = []
+    left = limit
+    for gradient in reversed(gradients):
+        if not left:
+            break
+        part = gradient if len(gradient) <= left else gradient[len(gradient) - left :]
+        out.append(part)
+        left -= len(part)
+    return out

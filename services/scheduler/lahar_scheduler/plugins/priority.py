@@ -8,6 +8,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.base import NoArgs, Plugin
 
@@ -25,6 +26,7 @@ class PriorityPlugin(Plugin):
         self.ssn = ssn
         ssn.add(P.TASK_ORDER, _by_priority)
         ssn.add(P.JOB_ORDER, _by_priority)
+        ssn.add(P.SUB_JOB_ORDER, _sub_job_by_priority)
         ssn.add(P.PREEMPTABLE, self.preemptable)
         ssn.add(P.UNIFIED_EVICTABLE, self.unified_evictable)
         ssn.add(P.JOB_STARVING, _starving)
@@ -83,3 +85,8 @@ def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:
 
 def _starving(job: JobInfo) -> bool:
     return job.ready_num() + job.waiting_num() < len(job.tasks)
+
+
+def _sub_job_by_priority(left: SubJobInfo, right: SubJobInfo) -> int:
+    """The sub-job holding the higher-priority task goes first."""
+    return _desc(left.priority, right.priority)
