@@ -1,0 +1,252 @@
+"""``lahar bench restart``: a scheduler starting on a populated cluster, to its first decision.
+
+1. NATS (JetStream) and Valkey start on free ports (``lahar.infra``).  The CLUSTER stream and the
+   Redis mirror are filled the way the cache fills them on a rebuild: the mirror is reset at the
+   stream's end, each batch of deltas is published and then written to the mirror with the
+   stream sequence of its last delta, and the mirror is sealed with the stream's identity.  Not
+   timed.
+2. A fresh process (so the populating process's memory does not count) connects as the
+   scheduler's user and starts ``SchedulerService``; a JetStream pull consumer on the decisions
+   stream (a work queue, as the binders read it) waits for the first decision.  Times, from the
+   moment the service is created (connections included, imports not):
+
+   * ``snapshot_load_seconds``: until the snapshot is loaded from the mirror and followed;
+   * ``mirror_read_seconds``: of that, reading the mirror (one Redis transaction);
+   * ``first_session_seconds``: the first session's own duration;
+   * ``seconds_to_first_decision``: until the consumer receives the first decision message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import resource
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lahar.wire.messages import Delta
+
+PREFIX = "bench"
+POPULATE_BATCH = 2000
+
+
+@dataclass
+class RestartConfig:
+    nodes: int = 5000
+    pods: int = 50000
+    pending: int = 1000  # pods waiting in gangs of 10; the rest run
+    seed: int = 0
+    timeout: float = 120.0
+    profile: str | None = None  # a pyinstrument HTML file of the timed part
+
+
+@dataclass
+class Urls:
+    admin_nats: str
+    admin_redis: str
+    nats: str  # the scheduler's user
+    redis: str
+    nats_ca: str
+
+
+# -- populating (as the cache rebuilds the mirror) ----------------------------------------------
+async def populate(urls: Urls, cfg: RestartConfig) -> dict[str, int]:
+    """Fill the CLUSTER stream and the mirror; the object count per kind."""
+    import redis.asyncio as aioredis
+
+    from lahar.adapters.bus import Outgoing, cluster_identity, ensure_streams, publish_batch
+    from lahar.adapters.connect import connect_nats
+    from lahar.adapters.mirror import Mirror
+    from lahar.wire.messages import encode
+    from lahar.wire.names import Names
+    from lahar_scheduler.restart_cluster import build
+
+    names = Names(PREFIX)
+    cluster = build(cfg.nodes, cfg.pods, cfg.pending, cfg.seed)
+    nc = await connect_nats(urls.admin_nats, ca=urls.nats_ca)
+    rc = aioredis.from_url(urls.admin_redis)
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, names)
+        live = await cluster_identity(js, names)
+        assert live is not None  # just made
+        mirror = Mirror(rc, names.redis_prefix)
+        fence = 1
+        await mirror.reset(fence=fence, seq=live.last_seq)
+        deltas = [
+            Delta(kind=kind, op="ADDED", key=key, rv="1000", obj=_raw(raw), epoch=fence)
+            for kind, key, raw in cluster.items()
+        ]
+        for start in range(0, len(deltas), POPULATE_BATCH):
+            batch = deltas[start : start + POPULATE_BATCH]
+            out = [Outgoing(names.delta_subject(d.kind), encode(d)) for d in batch]
+            seqs = await publish_batch(js, out, timeout=60.0)
+            await mirror.apply(batch, max(seqs), stream=live.id, fence=fence, building=True)
+        await mirror.seal(stream=live.id, fence=fence)
+    finally:
+        await nc.close()
+        await rc.aclose()
+    return {kind: cluster.count(kind) for kind in cluster.objects}
+
+
+def _raw(data: bytes) -> Any:
+    import msgspec
+
+    return msgspec.Raw(data)
+
+
+# -- the timed part, in its own process ---------------------------------------------------------
+@dataclass
+class Timings:
+    snapshot_load_seconds: float = 0.0
+    mirror_read_seconds: float = 0.0
+    first_session_seconds: float = 0.0
+    seconds_to_first_decision: float = 0.0
+    first_decision_subject: str = ""
+    binds_first_session: int = 0
+    peak_rss_bytes: int = 0
+
+
+async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Timings:
+    import redis.asyncio as aioredis
+    from prometheus_client import CollectorRegistry
+
+    from lahar.adapters.connect import connect_nats
+    from lahar.adapters.mirror import Mirror, MirrorState
+    from lahar.wire.access import owned_streams
+    from lahar.wire.names import Names
+    from lahar_scheduler.service import ConfSource, SchedulerService
+
+    names = Names(PREFIX)
+    got = Timings()
+    watch_nc = await connect_nats(urls.admin_nats, ca=urls.nats_ca)
+    consumer = await watch_nc.jetstream().pull_subscribe(
+        names.decision_subjects, durable="bench-restart", stream=names.decisions_stream
+    )
+    conf = ConfSource(None)
+    profiler = _profiler(profile)
+    stop = asyncio.Event()
+    started = time.perf_counter()
+    nc = await connect_nats(urls.nats, ca=urls.nats_ca, role="scheduler")
+    rc = aioredis.from_url(urls.redis)
+    mirror = Mirror(rc, names.redis_prefix)
+    read = mirror.load
+
+    async def timed_load(kinds: Any = ()) -> MirrorState:
+        t0 = time.perf_counter()
+        state = await read(kinds)
+        got.mirror_read_seconds = time.perf_counter() - t0
+        return state
+
+    mirror.load = timed_load  # type: ignore[method-assign]
+    svc = SchedulerService(
+        nc, nc.jetstream(), mirror, names, CollectorRegistry(), conf, own=owned_streams(names, "scheduler")
+    )
+    first_session = svc.session
+
+    async def timed_session() -> Any:
+        t0 = time.perf_counter()
+        result = await first_session()
+        if not got.first_session_seconds:
+            got.first_session_seconds = time.perf_counter() - t0
+            got.binds_first_session = len(result.binds)
+        return result
+
+    svc.session = timed_session  # type: ignore[method-assign]
+    task = asyncio.create_task(svc.run(stop))
+    try:
+        async with asyncio.timeout(timeout):
+            await svc.ready.wait()
+            got.snapshot_load_seconds = time.perf_counter() - started
+            msg = await _first(consumer)
+        got.seconds_to_first_decision = time.perf_counter() - started
+        got.first_decision_subject = msg.subject.removeprefix(f"{PREFIX}.")
+    finally:
+        if profiler is not None:
+            profiler.stop()
+            with open(profile or "", "w") as f:
+                f.write(profiler.output_html())
+        stop.set()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(20):
+                await task
+        for closing in (nc.close(), rc.aclose(), watch_nc.close()):
+            with contextlib.suppress(Exception):
+                await closing
+    got.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return got
+
+
+async def _first(consumer: Any) -> Any:
+    """The first decision message (acknowledged, as a binder would once it ran it)."""
+    import nats.errors
+
+    while True:
+        try:
+            msgs = await consumer.fetch(1, timeout=0.5)
+        except (TimeoutError, nats.errors.TimeoutError):
+            continue
+        await msgs[0].ack()
+        return msgs[0]
+
+
+def _profiler(path: str | None) -> Any:
+    if not path:
+        return None
+    from pyinstrument import Profiler
+
+    profiler = Profiler(async_mode="disabled")
+    profiler.start()
+    return profiler
+
+
+def _child(urls: Urls, timeout: float, profile: str | None, out: Any) -> None:
+    import uvloop
+
+    try:
+        out.put(("ok", asdict(uvloop.run(measure(urls, timeout, profile)))))
+    except BaseException as exc:  # reported to the parent, which fails with it
+        out.put(("error", repr(exc)))
+
+
+def run(cfg: RestartConfig) -> dict[str, Any]:
+    """Populate, then measure in a fresh process; the report."""
+    import uvloop
+
+    from lahar.infra.stack import Infra
+
+    with Infra(prefix=PREFIX) as infra:
+        urls = Urls(
+            infra.nats_url,
+            infra.redis_url,
+            infra.url("nats", "scheduler"),
+            infra.url("redis", "scheduler"),
+            infra.nats_ca,
+        )
+        t0 = time.perf_counter()
+        counts = uvloop.run(populate(urls, cfg))
+        populate_seconds = time.perf_counter() - t0
+        ctx = multiprocessing.get_context("spawn")
+        out = ctx.Queue()
+        child = ctx.Process(target=_child, args=(urls, cfg.timeout, cfg.profile, out), daemon=True)
+        child.start()
+        try:
+            status, value = out.get(timeout=cfg.timeout + 60)
+        finally:
+            child.join(30)
+            if child.is_alive():
+                child.kill()
+    if status != "ok":
+        raise RuntimeError(f"the measured scheduler failed: {value}")
+    report: dict[str, Any] = {
+        "nodes": counts.get("nodes", 0),
+        "pods": counts.get("pods", 0),
+        "pending_pods": min(cfg.pending, cfg.pods),
+        "podgroups": counts.get("podgroups", 0),
+        "populate_seconds": round(populate_seconds, 3),
+    }
+    for key, v in value.items():
+        report[key] = round(v, 3) if isinstance(v, float) else v
+    return report
