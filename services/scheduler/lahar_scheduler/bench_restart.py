@@ -166,8 +166,9 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Tim
     finally:
         if profiler is not None:
             profiler.stop()
-            with open(profile or "", "w") as f:
-                f.write(profiler.output_html())
+            text = profile or ""
+            with open(text, "w") as f:
+                f.write(profiler.output_text(unicode=True) if text.endswith(".txt") else profiler.output_html())
         stop.set()
         with contextlib.suppress(Exception):
             async with asyncio.timeout(20):
