@@ -106,6 +106,8 @@ class Timings:
     seconds_to_first_decision: float = 0.0
     first_decision_subject: str = ""
     binds_first_session: int = 0
+    messages_first_session: int = 0  # decisions the first session published (binds and statuses)
+    cpu_seconds_to_first_decision: float = 0.0  # this process's CPU time (every thread) meanwhile
     peak_rss_bytes: int = 0
 
 
@@ -129,6 +131,7 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Tim
     profiler = _profiler(profile)
     stop = asyncio.Event()
     started = time.perf_counter()
+    cpu = time.process_time()
     nc = await connect_nats(urls.nats, ca=urls.nats_ca, role="scheduler")
     rc = aioredis.from_url(urls.redis)
     mirror = Mirror(rc, names.redis_prefix)
@@ -155,6 +158,14 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Tim
         return result
 
     svc.session = timed_session  # type: ignore[method-assign]
+    publish = svc._publish
+
+    async def counted_publish(batch: list[Any]) -> None:
+        if not got.messages_first_session:
+            got.messages_first_session = len(batch)
+        await publish(batch)
+
+    svc._publish = counted_publish  # type: ignore[method-assign]
     task = asyncio.create_task(svc.run(stop))
     try:
         async with asyncio.timeout(timeout):
@@ -162,6 +173,7 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Tim
             got.snapshot_load_seconds = time.perf_counter() - started
             msg = await _first(consumer)
         got.seconds_to_first_decision = time.perf_counter() - started
+        got.cpu_seconds_to_first_decision = time.process_time() - cpu
         got.first_decision_subject = msg.subject.removeprefix(f"{PREFIX}.")
     finally:
         if profiler is not None:

@@ -71,20 +71,27 @@ def decode(delta: Delta) -> Any:
     """The typed object a delta carries, or a ``DecodeError`` naming the field.  A pod with a
     negative request, limit or overhead is a ``DecodeError`` too: counted as it says, it would
     free room on its node."""
-    decoder = _decoders.get(delta.kind)
-    if decoder is None or not delta.has_object:
+    if delta.kind not in _decoders or not delta.has_object:
+        return None
+    return decode_raw(delta.kind, delta.key, delta.obj)
+
+
+def decode_raw(kind: str, key: str, raw: bytes | msgspec.Raw) -> Any:
+    """``decode`` for an object's JSON as the mirror holds it (None for a kind not read)."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
         return None
     _quantities.negative = False
     try:
-        obj = decoder.decode(delta.obj)
+        obj = decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         # The slow path, for its error that names the field.
-        obj = decode_json_as(bytes(delta.obj), _TYPES[delta.kind], f"{delta.kind}/{delta.key}")
-    if isinstance(obj, Pod) and _quantities.negative:
+        obj = decode_json_as(bytes(raw), _TYPES[kind], f"{kind}/{key}")
+    if _quantities.negative and isinstance(obj, Pod):
         causes = pod_resource_causes(obj.spec)
         if causes:
             field, why = causes[0]
-            raise DecodeError(f"{delta.kind}/{delta.key}.{field}", why)
+            raise DecodeError(f"{kind}/{key}.{field}", why)
     return obj
 
 

@@ -21,7 +21,7 @@ from lahar.adapters.mirror import MirrorState
 from lahar.api.codec import DecodeError
 from lahar.wire.messages import Binds, Delta, Result
 from lahar_scheduler.assumptions import Assumptions, Effect
-from lahar_scheduler.deltas import Change, apply_delta, decode
+from lahar_scheduler.deltas import Change, apply_delta, decode, decode_raw
 from lahar_scheduler.framework.devices import card_use
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.framework.types import TaskStatus
@@ -81,12 +81,11 @@ class LiveView:
         self.invalid.clear()
         for kind, held in state.objects.items():
             for key, raw in held.items():
-                delta = Delta(kind=kind, op="ADDED", key=key, rv="", obj=msgspec.Raw(raw))
                 try:
-                    obj = decode(delta)
+                    obj = decode_raw(kind, key, raw)
                 except Exception as exc:  # any failure to read one object: skip it, say why
                     skipped.append((kind, key, str(exc)))
-                    if kind == "pods" and not _has_node(delta):
+                    if kind == "pods" and not _has_node(raw):
                         self._mark_invalid(key, str(exc))
                     continue
                 if obj is not None:
@@ -118,7 +117,7 @@ class LiveView:
             if delta.kind == "pods":
                 namespace, _, name = delta.key.rpartition("/")
                 self.snapshot.delete_pod(namespace, name)
-                if not _has_node(delta):
+                if not _has_node(delta.obj):
                     self._mark_invalid(delta.key, str(exc))
             raise
         change = apply_delta(self.snapshot, delta, obj)
@@ -209,8 +208,8 @@ class _Placed(msgspec.Struct):
     spec: _NodeName = msgspec.field(default_factory=_NodeName)
 
 
-def _has_node(delta: Delta) -> bool:
+def _has_node(raw: bytes | msgspec.Raw) -> bool:
     try:
-        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
+        return bool(msgspec.json.decode(raw, type=_Placed).spec.nodeName)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
