@@ -7,8 +7,6 @@ import json
 import subprocess
 import sys
 
-
-
 from lahar.api.codec import decode_json_as
 from lahar.api.objects import Pod, PodGroup
 from lahar_scheduler.restart_cluster import build
@@ -32,10 +30,12 @@ def test_the_cluster_is_the_same_for_a_seed() -> None:
     assert build(5, 40, 10, seed=3).objects == build(5, 40, 10, seed=3).objects
 
 
+LAHAR = [sys.executable, "-m", "lahar"]
+
+
 def test_the_cli_reports_json() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lahar", "bench", "restart", "--nodes", "20", "--pods", "200", "--pending", "20"]
-        + ["--output", "json", "--timeout", "60"],
+        [*LAHAR, "bench", "restart", "--nodes", "20", "--pods", "200", "--pending", "20", "--output", "json"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -51,3 +51,6 @@ def test_the_cli_reports_json() -> None:
     assert report["binds_first_session"] == 20  # two gangs of 10 on 20 nodes with room
     assert report["first_decision_subject"].startswith("decision.")
     assert report["peak_rss_bytes"] > 0
+    # the standby took over from its warm snapshot: no reload, its own first decision
+    assert report["takeover_reloads"] == 0
+    assert 0 < report["takeover_first_session_seconds"] < report["takeover_seconds_to_first_decision"]

@@ -22,7 +22,9 @@ from lahar_scheduler.restart_cluster import build
 ARRAYS = ("alloc", "used", "idle", "releasing", "pipelined", "future", "requested", "nonzero", "pod_count")
 
 
-def _objects(nodes: int = 6, pods: int = 70, pending: int = 20) -> tuple[list[Node], list[Pod], list[PodGroup], list[Queue]]:
+def _objects(
+    nodes: int = 6, pods: int = 70, pending: int = 20
+) -> tuple[list[Node], list[Pod], list[PodGroup], list[Queue]]:
     cluster = build(nodes, pods, pending)
     typed = {
         kind: [decode_json_as(raw, typ) for _, raw in cluster.objects[kind]]
@@ -74,7 +76,10 @@ def _pod_delta(name: str, cpu: str) -> Delta:
     raw = msgspec.json.encode(
         {
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "spec": {
+                "schedulerName": "volcano",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+            },
         }
     )
     return Delta(kind="pods", op="ADDED", key=f"default/{name}", rv="1", obj=msgspec.Raw(raw))
@@ -85,14 +90,16 @@ def test_a_negative_request_is_refused_every_time_it_is_seen(first: str) -> None
     if first == "1":
         decode(_pod_delta("warm", first))  # a positive quantity shared from now on
     for name in ("a", "b"):  # the second time must not come from a cache that skips the check
-        with pytest.raises(DecodeError, match=r"pods/default/%s\.spec\.containers\[0\]" % name):
+        with pytest.raises(DecodeError, match=rf"pods/default/{name}\.spec\.containers\[0\]"):
             decode(_pod_delta(name, "-1"))
     pod = decode(_pod_delta("c", "1"))
     assert pod.spec.containers[0].resources.requests["cpu"].milli == 1000
 
 
 def test_a_value_that_is_not_a_quantity_still_names_its_field() -> None:
-    with pytest.raises(DecodeError, match=r"pods/default/x\.spec\.containers\[0\]\.resources\.requests\.cpu: 'lots' is not a quantity"):
+    with pytest.raises(
+        DecodeError, match=r"pods/default/x\.spec\.containers\[0\]\.resources\.requests\.cpu: 'lots' is not a quantity"
+    ):
         decode(_pod_delta("x", "lots"))
 
 

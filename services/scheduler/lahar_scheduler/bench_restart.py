@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import msgspec
+
 from lahar.wire.messages import Delta
 
 PREFIX = "bench"
@@ -40,6 +42,7 @@ class RestartConfig:
     seed: int = 0
     timeout: float = 120.0
     profile: str | None = None  # a pyinstrument HTML file of the timed part
+    takeover: bool = True  # also time a standby's takeover when the leader stops
 
 
 @dataclass
@@ -92,8 +95,6 @@ async def populate(urls: Urls, cfg: RestartConfig) -> dict[str, int]:
 
 
 def _raw(data: bytes) -> Any:
-    import msgspec
-
     return msgspec.Raw(data)
 
 
@@ -108,18 +109,91 @@ class Timings:
     binds_first_session: int = 0
     messages_first_session: int = 0  # decisions the first session published (binds and statuses)
     cpu_seconds_to_first_decision: float = 0.0  # this process's CPU time (every thread) meanwhile
-    peak_rss_bytes: int = 0
+    peak_rss_bytes: int = 0  # the process, up to the first decision (one scheduler)
+    # The standby: loaded while the first replica leads, it takes over when that one stops.
+    takeover_seconds_to_first_decision: float = 0.0
+    takeover_first_session_seconds: float = 0.0
+    takeover_reloads: int = 0  # snapshot loads the standby made after the stop (0: it stayed warm)
 
 
-async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Timings:
-    import redis.asyncio as aioredis
-    from prometheus_client import CollectorRegistry
+class _Replica:
+    """One scheduler service with its own connections, its mirror read and sessions timed."""
 
+    def __init__(self, urls: Urls, identity: str) -> None:
+        self.urls, self.identity = urls, identity
+        self.mirror_read = self.first_session = 0.0
+        self.binds = self.messages = 0
+        self.stop = asyncio.Event()
+        self.svc: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self._closers: list[Any] = []
+
+    async def start(self) -> None:
+        import redis.asyncio as aioredis
+        from prometheus_client import CollectorRegistry
+
+        from lahar.adapters.connect import connect_nats
+        from lahar.adapters.mirror import Mirror
+        from lahar.wire.access import owned_streams
+        from lahar.wire.names import Names
+        from lahar_scheduler.service import ConfSource, SchedulerService
+
+        names = Names(PREFIX)
+        nc = await connect_nats(self.urls.nats, ca=self.urls.nats_ca, role="scheduler")
+        rc = aioredis.from_url(self.urls.redis)
+        self._closers = [nc.close, rc.aclose]
+        mirror = Mirror(rc, names.redis_prefix)
+        svc = self.svc = SchedulerService(
+            nc,
+            nc.jetstream(),
+            mirror,
+            names,
+            CollectorRegistry(),
+            ConfSource(None),
+            identity=self.identity,
+            own=owned_streams(names, "scheduler"),
+        )
+        self._wrap(mirror, svc)
+        self.task = asyncio.create_task(svc.run(self.stop))
+
+    def _wrap(self, mirror: Any, svc: Any) -> None:
+        read, decide, publish = mirror.load, svc._decide, svc._publish
+
+        async def timed_load(kinds: Any = ()) -> Any:
+            t0 = time.perf_counter()
+            state = await read(kinds)
+            self.mirror_read = time.perf_counter() - t0
+            return state
+
+        def timed_decide(*args: Any) -> Any:
+            # The session and its messages (in the service's worker thread); publishing follows.
+            t0 = time.perf_counter()
+            out = decide(*args)
+            if not self.first_session:
+                self.first_session = time.perf_counter() - t0
+                self.binds = len(out[0].binds)
+            return out
+
+        async def counted_publish(batch: list[Any]) -> None:
+            self.messages = self.messages or len(batch)
+            await publish(batch)
+
+        mirror.load, svc._decide, svc._publish = timed_load, timed_decide, counted_publish
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(20):
+                    await self.task
+        for close in self._closers:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+async def measure(urls: Urls, timeout: float, profile: str | None = None, takeover: bool = True) -> Timings:
     from lahar.adapters.connect import connect_nats
-    from lahar.adapters.mirror import Mirror, MirrorState
-    from lahar.wire.access import owned_streams
     from lahar.wire.names import Names
-    from lahar_scheduler.service import ConfSource, SchedulerService
 
     names = Names(PREFIX)
     got = Timings()
@@ -127,73 +201,73 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None) -> Tim
     consumer = await watch_nc.jetstream().pull_subscribe(
         names.decision_subjects, durable="bench-restart", stream=names.decisions_stream
     )
-    conf = ConfSource(None)
+    leader, standby = _Replica(urls, "scheduler-a"), _Replica(urls, "scheduler-b")
     profiler = _profiler(profile)
-    stop = asyncio.Event()
-    started = time.perf_counter()
-    cpu = time.process_time()
-    nc = await connect_nats(urls.nats, ca=urls.nats_ca, role="scheduler")
-    rc = aioredis.from_url(urls.redis)
-    mirror = Mirror(rc, names.redis_prefix)
-    read = mirror.load
-
-    async def timed_load(kinds: Any = ()) -> MirrorState:
-        t0 = time.perf_counter()
-        state = await read(kinds)
-        got.mirror_read_seconds = time.perf_counter() - t0
-        return state
-
-    mirror.load = timed_load  # type: ignore[method-assign]
-    svc = SchedulerService(
-        nc, nc.jetstream(), mirror, names, CollectorRegistry(), conf, own=owned_streams(names, "scheduler")
-    )
-    first_session = svc.session
-
-    async def timed_session() -> Any:
-        t0 = time.perf_counter()
-        result = await first_session()
-        if not got.first_session_seconds:
-            got.first_session_seconds = time.perf_counter() - t0
-            got.binds_first_session = len(result.binds)
-        return result
-
-    svc.session = timed_session  # type: ignore[method-assign]
-    publish = svc._publish
-
-    async def counted_publish(batch: list[Any]) -> None:
-        if not got.messages_first_session:
-            got.messages_first_session = len(batch)
-        await publish(batch)
-
-    svc._publish = counted_publish  # type: ignore[method-assign]
-    task = asyncio.create_task(svc.run(stop))
     try:
         async with asyncio.timeout(timeout):
-            await svc.ready.wait()
+            started, cpu = time.perf_counter(), time.process_time()
+            await leader.start()
+            await leader.svc.ready.wait()
             got.snapshot_load_seconds = time.perf_counter() - started
             msg = await _first(consumer)
-        got.seconds_to_first_decision = time.perf_counter() - started
-        got.cpu_seconds_to_first_decision = time.process_time() - cpu
-        got.first_decision_subject = msg.subject.removeprefix(f"{PREFIX}.")
+            got.seconds_to_first_decision = time.perf_counter() - started
+            got.cpu_seconds_to_first_decision = time.process_time() - cpu
+            got.first_decision_subject = msg.subject.removeprefix(f"{PREFIX}.")
+            if profiler is not None:
+                profiler.stop()
+                _write_profile(profiler, profile or "")
+            got.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            got.mirror_read_seconds, got.first_session_seconds = leader.mirror_read, leader.first_session
+            got.binds_first_session, got.messages_first_session = leader.binds, leader.messages
+            if takeover:
+                await _takeover(leader, standby, watch_nc.jetstream(), consumer, names, got)
     finally:
-        if profiler is not None:
-            profiler.stop()
-            text = profile or ""
-            with open(text, "w") as f:
-                f.write(profiler.output_text(unicode=True) if text.endswith(".txt") else profiler.output_html())
-        stop.set()
+        for replica in (leader, standby):
+            await replica.close()
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(20):
-                await task
-        for closing in (nc.close(), rc.aclose(), watch_nc.close()):
-            with contextlib.suppress(Exception):
-                await closing
-    got.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            await watch_nc.close()
     return got
 
 
-async def _first(consumer: Any) -> Any:
-    """The first decision message (acknowledged, as a binder would once it ran it)."""
+async def _takeover(leader: _Replica, standby: _Replica, js: Any, consumer: Any, names: Any, got: Timings) -> None:
+    """Start the standby, let it load and follow; drain the work queue (as binders would); stop
+    the leader; time until the standby's first decision."""
+    from lahar.adapters.bus import stream_messages
+
+    await standby.start()
+    await standby.svc.ready.wait()
+    await _until(standby.svc.campaigning.is_set)
+    while await stream_messages(js, names.decisions_stream):
+        await _drain(consumer)
+    loads, old = standby.svc.follower.loads, leader.svc.fence
+    stopped = time.perf_counter()
+    await leader.close()
+    await _first(consumer, after=old)  # the old leader's last decisions are acknowledged on the way
+    got.takeover_seconds_to_first_decision = time.perf_counter() - stopped
+    got.takeover_first_session_seconds = standby.first_session
+    got.takeover_reloads = standby.svc.follower.loads - loads
+
+
+async def _until(check: Any) -> None:
+    while not check():
+        await asyncio.sleep(0.05)  # polling a flag the service sets
+
+
+async def _drain(consumer: Any) -> None:
+    import nats.errors
+
+    try:
+        msgs = await consumer.fetch(256, timeout=0.5)
+    except (TimeoutError, nats.errors.TimeoutError):
+        return
+    for m in msgs:
+        await m.ack()
+
+
+async def _first(consumer: Any, after: int = -1) -> Any:
+    """The first decision message of an epoch above ``after`` (every message is acknowledged,
+    as a binder does once it ran it or found its epoch stale)."""
+    import msgspec
     import nats.errors
 
     while True:
@@ -202,7 +276,17 @@ async def _first(consumer: Any) -> Any:
         except (TimeoutError, nats.errors.TimeoutError):
             continue
         await msgs[0].ack()
-        return msgs[0]
+        if msgspec.json.decode(msgs[0].data, type=_Fenced).fence > after:
+            return msgs[0]
+
+
+class _Fenced(msgspec.Struct):
+    fence: int = 0
+
+
+def _write_profile(profiler: Any, path: str) -> None:
+    with open(path, "w") as f:
+        f.write(profiler.output_text(unicode=True) if path.endswith(".txt") else profiler.output_html())
 
 
 def _profiler(path: str | None) -> Any:
@@ -215,11 +299,11 @@ def _profiler(path: str | None) -> Any:
     return profiler
 
 
-def _child(urls: Urls, timeout: float, profile: str | None, out: Any) -> None:
+def _child(urls: Urls, cfg: RestartConfig, out: Any) -> None:
     import uvloop
 
     try:
-        out.put(("ok", asdict(uvloop.run(measure(urls, timeout, profile)))))
+        out.put(("ok", asdict(uvloop.run(measure(urls, cfg.timeout, cfg.profile, cfg.takeover)))))
     except BaseException as exc:  # reported to the parent, which fails with it
         out.put(("error", repr(exc)))
 
@@ -243,7 +327,7 @@ def run(cfg: RestartConfig) -> dict[str, Any]:
         populate_seconds = time.perf_counter() - t0
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
-        child = ctx.Process(target=_child, args=(urls, cfg.timeout, cfg.profile, out), daemon=True)
+        child = ctx.Process(target=_child, args=(urls, cfg, out), daemon=True)
         child.start()
         try:
             status, value = out.get(timeout=cfg.timeout + 60)

@@ -198,7 +198,9 @@ def _volume() -> dict[str, Any]:
                 {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
                 {
                     "downwardAPI": {
-                        "items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]
+                        "items": [
+                            {"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}
+                        ]
                     }
                 },
             ],

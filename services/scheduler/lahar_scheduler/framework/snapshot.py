@@ -291,13 +291,12 @@ class Snapshot:
         and one pod across its bind and phase changes."""
         return self._upsert_pod(pod, _shape_key(pod), None)
 
-    def _upsert_pod(
-        self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None
-    ) -> TaskInfo | None:
+    def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
         """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
         listed there for one ``NodeTable.add_tasks`` instead of being added alone."""
         key = _pod_key(pod)
-        self.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        if key in self.tasks or key in self.others:
+            self.delete_pod(pod.metadata.namespace, pod.metadata.name)
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
         ours = self._is_ours(pod)
         if not pod.spec.node_name and not ours:
