@@ -8,12 +8,18 @@
 2. A fresh process (so the populating process's memory does not count) connects as the
    scheduler's user and starts ``SchedulerService``; a JetStream pull consumer on the decisions
    stream (a work queue, as the binders read it) waits for the first decision.  Times, from the
-   moment the service is created (connections included, imports not):
+   moment the service connects (imports not included: ``import_seconds`` says what they cost):
 
    * ``snapshot_load_seconds``: until the snapshot is loaded from the mirror and followed;
    * ``mirror_read_seconds``: of that, reading the mirror (one Redis transaction);
-   * ``first_session_seconds``: the first session's own duration;
-   * ``seconds_to_first_decision``: until the consumer receives the first decision message.
+   * ``first_session_seconds``: the first session and its messages, in the worker thread;
+   * ``seconds_to_first_decision``: until the consumer receives the first decision message
+     (the leader's lease and its settling included);
+   * ``cpu_seconds_to_first_decision``: the process's CPU time meanwhile, a figure that depends
+     less on what else the machine runs.
+3. Then a second replica starts and loads while the first leads, the work queue is drained (as
+   binders would), and the leader stops: ``takeover_seconds_to_first_decision`` runs from that
+   stop to the standby's first decision (``takeover_reloads``: 0 when it needed no reload).
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ def _raw(data: bytes) -> Any:
 # -- the timed part, in its own process ---------------------------------------------------------
 @dataclass
 class Timings:
+    import_seconds: float = 0.0  # importing the service's modules (not in the times below)
     snapshot_load_seconds: float = 0.0
     mirror_read_seconds: float = 0.0
     first_session_seconds: float = 0.0
@@ -197,6 +204,10 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None, takeov
 
     names = Names(PREFIX)
     got = Timings()
+    t0 = time.perf_counter()
+    import lahar_scheduler.service  # noqa: F401  (what the service process imports before it starts)
+
+    got.import_seconds = time.perf_counter() - t0
     watch_nc = await connect_nats(urls.admin_nats, ca=urls.nats_ca)
     consumer = await watch_nc.jetstream().pull_subscribe(
         names.decision_subjects, durable="bench-restart", stream=names.decisions_stream
