@@ -38,6 +38,7 @@ from lahar.wire.messages import Delta
 
 PREFIX = "bench"
 POPULATE_BATCH = 2000
+_START_METHOD = "spawn"  # a fresh interpreter: nothing of the populating process is shared
 
 
 @dataclass
@@ -336,7 +337,7 @@ def run(cfg: RestartConfig) -> dict[str, Any]:
         t0 = time.perf_counter()
         counts = uvloop.run(populate(urls, cfg))
         populate_seconds = time.perf_counter() - t0
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context(_START_METHOD)
         out = ctx.Queue()
         child = ctx.Process(target=_child, args=(urls, cfg, out), daemon=True)
         child.start()
