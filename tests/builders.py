@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from lahar.api.codec import decode_object
-from lahar.api.objects import KubeObject, Node, Pod, PodGroup, PriorityClass, Queue
+from lahar.api.objects import HyperNode, KubeObject, Node, Pod, PodGroup, PriorityClass, Queue
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.conf import SchedulerConf
@@ -152,8 +152,11 @@ def podgroup(
     annotations: Mapping[str, str] | None = None,
     creation: str | None = None,
     conditions: Sequence[Mapping[str, Any]] = (),
+    network_topology: Mapping[str, Any] | None = None,
 ) -> PodGroup:
     spec: dict[str, Any] = {"queue": queue, "minMember": min_member}
+    if network_topology is not None:
+        spec["networkTopology"] = dict(network_topology)
     if min_resources is not None:
         spec["minResources"] = dict(min_resources)
     if min_task_member is not None:
@@ -189,6 +192,7 @@ def queue(
     deserved: Mapping[str, str] | None = None,
     priority: int = 0,
     reclaimable: bool | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> Queue:
     spec: dict[str, Any] = {"weight": weight}
     if capability is not None:
@@ -205,7 +209,7 @@ def queue(
         {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "Queue",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": dict(annotations or {})},
             "spec": spec,
             "status": {"state": state},
         }
@@ -225,6 +229,32 @@ def priority_class(name: str, value: int, global_default: bool = False) -> Prior
 
 
 # -- configurations ------------------------------------------------------------------------
+
+
+def hypernode(
+    name: str,
+    tier: int,
+    *,
+    nodes: Sequence[str] = (),
+    hypernodes: Sequence[str] = (),
+    regex: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    tier_name: str = "",
+) -> HyperNode:
+    """A HyperNode with exact-name node members, exact-name HyperNode members, and optionally
+    one regex and one label-selector node member."""
+    members: list[dict[str, Any]] = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]
+    members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": h}}} for h in hypernodes]
+    if regex is not None:
+        members.append({"type": "Node", "selector": {"regexMatch": {"pattern": regex}}})
+    if labels is not None:
+        members.append({"type": "Node", "selector": {"labelMatch": {"matchLabels": dict(labels)}}})
+    spec: dict[str, Any] = {"tier": tier, "members": members}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return _decode(
+        {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def conf_text(actions: str, *tiers: Sequence[Mapping[str, Any]], configurations: Any = None) -> str:

@@ -74,3 +74,36 @@ async def test_a_kind_not_served_is_skipped_until_its_crd_is_installed(
         mirror = Mirror(redis_client, s.names.redis_prefix)
         await poll(lambda: mirror.get("cronjobs", ns, "every-minute"), timeout=10)
     await kube.close()
+
+
+async def test_pod_disruption_budgets_are_served_and_mirrored(
+    make_sim: Any, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str, redis_client: Any
+) -> None:
+    """The emulator serves policy/v1 PodDisruptionBudgets (with their status), and the cache
+    mirrors them for the pdb plugin; the scheduler's snapshot reads them from the mirror."""
+    from lahar.api.objects import PodDisruptionBudget
+    from lahar_scheduler.live import LiveView
+
+    sim = make_sim(nodes=["1:cpu=4"])
+    policy = client.PolicyV1Api(sim.api_client())
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1},
+    }
+    created = policy.create_namespaced_pod_disruption_budget("default", pdb)
+    assert created.metadata.resource_version
+    status = {"status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}}
+    policy.patch_namespaced_pod_disruption_budget_status("web", "default", status)
+    async with stack(sim.url, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await s.cache()
+        mirror = Mirror(redis_client, s.names.redis_prefix)
+        await poll(lambda: mirror.get("poddisruptionbudgets", "default", "web"), timeout=10)
+        state = await mirror.load(["poddisruptionbudgets"])
+        view = LiveView()
+        view.load(state, 0.0)
+        held = view.snapshot.pdbs["default/web"]
+        assert isinstance(held, PodDisruptionBudget)
+        assert held.status.disruptions_allowed == 1
+        assert held.spec.selector is not None and held.spec.selector.match_labels == {"app": "web"}

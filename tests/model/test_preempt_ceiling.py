@@ -78,6 +78,24 @@ def test_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     assert with_ceiling == without
 
 
+TOPOLOGY = make_conf(
+    "enqueue, allocate, preempt",
+    [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+    [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+    configurations=[{"name": "preempt", "arguments": {"enableTopologyAwarePreemption": True}}],
+)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(contended())
+def test_topology_aware_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
+    with_ceiling = outcome(objs, TOPOLOGY)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(VictimCeiling, "nodes", lambda self, preemptor, queue: None)
+        without = outcome(objs, TOPOLOGY)
+    assert with_ceiling == without
+
+
 RECLAIM = make_conf(
     "enqueue, allocate, reclaim",
     [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],

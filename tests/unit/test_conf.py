@@ -105,7 +105,7 @@ configurations:
 
 def test_unknown_names_list_the_known_ones() -> None:
     errors = errors_of("actions: teleport\ntiers:\n- plugins:\n  - name: tdmm\n")
-    known = "allocate, backfill, elect, enqueue, preempt, reclaim, reserve, shuffle"
+    known = "allocate, backfill, elect, enqueue, gangpreempt, gangreclaim, preempt, reclaim, reserve, shuffle"
     assert errors[0] == f"actions[0]: unknown action 'teleport' (known: {known})"
     assert errors[1].startswith("tiers[0].plugins[0].name: unknown plugin 'tdmm' (known: binpack, ")
     for name in PLUGINS:
@@ -230,14 +230,14 @@ def test_every_volcano_plugin_is_either_registered_or_not_supported_yet() -> Non
 
 def test_a_volcano_plugin_lahar_lacks_is_not_supported_yet_not_unknown() -> None:
     errors = errors_of(
-        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: rescheduling\n"
-        "- plugins:\n  - name: task-topology\n    arguments: {task-topology.weight: 10}\n  - name: nosuch\n"
+        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n"
+        "- plugins:\n  - name: rescheduling\n  - name: nosuch\n"
     )
     assert errors == [
-        "tiers[0].plugins[1].name: plugin 'rescheduling' is not supported yet "
+        "tiers[0].plugins[1].name: plugin 'usage' is not supported yet "
+        "(filters and scores nodes by their measured usage)",
+        "tiers[1].plugins[0].name: plugin 'rescheduling' is not supported yet "
         "(evicts pods from busy nodes to rebalance (low node utilisation))",
-        "tiers[1].plugins[0].name: plugin 'task-topology' is not supported yet "
-        "(affinity and anti-affinity between the tasks of a job)",
         errors[2],
     ]
     # A name Volcano does not have either stays an unknown plugin, naming the field.
@@ -245,13 +245,14 @@ def test_a_volcano_plugin_lahar_lacks_is_not_supported_yet_not_unknown() -> None
 
 
 def test_a_what_if_run_leaves_unsupported_plugins_out_and_lists_them() -> None:
-    text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n  - name: tdm\n"
+    text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n  - name: rescheduling\n"
     conf = load_conf(text, leave_out_unsupported=True)
     assert [p.name for p in conf.tiers[0].plugins] == ["gang"]
     assert conf.left_out == [
         "tiers[0].plugins[1].name: plugin 'usage' is not supported yet "
         "(filters and scores nodes by their measured usage)",
-        "tiers[0].plugins[2].name: plugin 'tdm' is not supported yet (time-division multiplexing of revocable nodes)",
+        "tiers[0].plugins[2].name: plugin 'rescheduling' is not supported yet "
+        "(evicts pods from busy nodes to rebalance (low node utilisation))",
     ]
     # Other errors still fail the document whole.
     with pytest.raises(ConfError) as info:

@@ -75,6 +75,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "priorityclasses",
             "namespaces",
             "resourcequotas",
+            "poddisruptionbudgets",
             "commands",
             "cronjobs",
             "persistentvolumeclaims",
@@ -85,6 +86,7 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
             "jobflows",
             "jobtemplates",
             "numatopologies",
+            "hypernodes",
         )
     },
     "binder": {
@@ -128,6 +130,10 @@ API_CALLS: dict[str, set[tuple[str, str]]] = {
         ("delete", "networkpolicies"),
         ("create", "persistentvolumeclaims"),
         ("create", "events"),
+        ("create", "hypernodes"),
+        ("get", "hypernodes"),
+        ("update", "hypernodes"),
+        ("delete", "hypernodes"),
     },
     "scheduler": set(),
     "admission": set(),

@@ -27,7 +27,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lahar_scheduler.core import load_conf, run_session
-from lahar_scheduler.framework.conf import ConfError
 from lahar_scheduler.framework.snapshot import Snapshot
 
 HIGH, LOW = priority_class("high-priority", 100000), priority_class("low-priority", 10)
@@ -434,10 +433,10 @@ def test_topology_anti_affinity_victim_is_the_one_removed(topology: bool) -> Non
     assert evicted(run(objs, preempt_conf(topology, predicates=True))) == want
 
 
-def test_gang_actions_are_rejected_as_unsupported() -> None:
+def test_gang_actions_are_accepted() -> None:
+    # They were rejected as unsupported until tests/unit/test_gang_evict.py.
     for name in ("gangpreempt", "gangreclaim"):
-        with pytest.raises(ConfError, match="not supported"):
-            load_conf(f'actions: "enqueue, {name}"\ntiers: []\n')
+        assert load_conf(f'actions: "enqueue, {name}"\ntiers: []\n').actions == ["enqueue", name]
 
 
 def test_preempt_leaves_the_snapshot_as_committed() -> None:

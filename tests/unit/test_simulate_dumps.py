@@ -185,15 +185,15 @@ def test_plugins_volcano_has_and_lahar_lacks_are_left_out_with_a_warning(simulat
     conf = simulate.tmp_path / "conf.yaml"
     conf.write_text(
         "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n"
-        "- plugins:\n  - name: predicates\n  - name: tdm\n"
+        "- plugins:\n  - name: predicates\n  - name: rescheduling\n"
     )
     code, out, warnings = simulate([NODE, queue("default"), podgroup("pg"), pod("p", "pg")], "--conf", str(conf))
     assert code == 0 and out["binds"] == {"ml/p": "n1"}
     assert warnings == [
         f"{conf}: tiers[0].plugins[1].name: plugin 'usage' is not supported yet "
         "(filters and scores nodes by their measured usage); left out of this run",
-        f"{conf}: tiers[1].plugins[1].name: plugin 'tdm' is not supported yet "
-        "(time-division multiplexing of revocable nodes); left out of this run",
+        f"{conf}: tiers[1].plugins[1].name: plugin 'rescheduling' is not supported yet "
+        "(evicts pods from busy nodes to rebalance (low node utilisation)); left out of this run",
     ]
 
 
@@ -281,3 +281,18 @@ def test_gpus_shared_by_memory_and_numa_nodes(simulate: Run) -> None:
     assert "1 GpuShare no enough gpu memory (asks 2500 on one card, the freest card has 2000)" in huge
     five = out["conditions"]["ml/five"]
     assert "container c cannot be assigned by numa (free cpus per NUMA node 0: 2, 1: 4)" in five
+
+
+def test_pod_disruption_budgets_are_read_only_with_the_pdb_plugin(simulate: Run) -> None:
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    _, _, warnings = simulate([NODE, queue("default"), pdb])
+    assert warnings == ["ignored 1 PodDisruptionBudget: the configuration does not enable the pdb plugin: ml/web"]
+    conf = simulate.tmp_path / "pdb.yaml"
+    conf.write_text("actions: allocate, preempt\ntiers:\n- plugins:\n  - name: priority\n  - name: pdb\n")
+    _, _, warnings = simulate([NODE, queue("default"), pdb], "--conf", str(conf))
+    assert warnings == []

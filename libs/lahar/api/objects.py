@@ -160,6 +160,19 @@ class SchedulingGate(_Base):
     name: str
 
 
+class PodResourceClaim(_Base):
+    """An entry of ``pod.spec.resourceClaims``: a claim by name or one made from a template."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_Base):
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpec(_Base):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -180,6 +193,7 @@ class PodSpec(_Base):
     termination_grace_period_seconds: int | None = None
     service_account_name: str = ""
     volumes: list[dict[str, Any]] = []
+    resource_claims: list[PodResourceClaim] = []
 
 
 class Condition(_Base):
@@ -201,6 +215,7 @@ class PodStatus(_Base):
     pod_ip: str = msgspec.field(default="", name="podIP")
     message: str = ""
     reason: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(_Base):
@@ -254,6 +269,32 @@ class ResourceQuota(_Base):
     status: ResourceQuotaStatus = msgspec.field(default_factory=ResourceQuotaStatus)
 
 
+# --- policy/v1 -----------------------------------------------------------------------------
+
+
+class PodDisruptionBudgetSpec(_Base):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Base):
+    disruptions_allowed: int = 0
+    # Pods the API server has admitted an eviction for, by name → the time it did.
+    disrupted_pods: dict[str, str] = {}
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+class PodDisruptionBudget(_Base):
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
 # --- scheduling.k8s.io/v1 ------------------------------------------------------------------
 
 
@@ -270,13 +311,33 @@ class PriorityClass(_Base):
 # --- scheduling.volcano.sh/v1beta1 ---------------------------------------------------------
 
 
+class NetworkTopologySpec(_Base):
+    """A job's network-topology constraint: ``hard`` keeps every task inside one HyperNode of
+    tier ≤ ``highestTierAllowed`` (or the tier named ``highestTierName``); ``soft`` prefers it."""
+
+    mode: str = ""
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+class SubGroupPolicySpec(_Base):
+    """A PodGroup sub-group policy (kept whole; the scheduler reads its networkTopology only)."""
+
+    name: str = ""
+    sub_group_size: int | None = None
+    label_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    network_topology: NetworkTopologySpec | None = None
+
+
 class PodGroupSpec(_Base):
     min_member: int = 0
     min_task_member: dict[str, int] = {}
     queue: str = ""
     priority_class_name: str = ""
     min_resources: ResourceList | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
+    sub_group_policy: list[SubGroupPolicySpec] = []
 
 
 class PodGroupStatus(_Base):
@@ -375,7 +436,7 @@ class JobSpec(_Base):
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str = ""
     min_success: int | None = None
-    network_topology: dict[str, Any] | None = None
+    network_topology: NetworkTopologySpec | None = None
 
 
 class JobState(_Base):
@@ -448,7 +509,184 @@ class Numatopology(_Base):
     spec: NumatopoSpec = msgspec.field(default_factory=NumatopoSpec)
 
 
-KubeObject = Pod | Node | Namespace | ResourceQuota | PriorityClass | PodGroup | Queue | Job | Numatopology
+# --- topology.volcano.sh/v1alpha1 -----------------------------------------------------------
+
+
+class ExactMatch(_Base):
+    name: str = ""
+
+
+class RegexMatch(_Base):
+    pattern: str = ""
+
+
+class MemberSelector(_Base):
+    """Exactly one of the three in a valid object (admission enforces it)."""
+
+    exact_match: ExactMatch | None = None
+    regex_match: RegexMatch | None = None
+    label_match: LabelSelector | None = None
+
+
+class MemberSpec(_Base):
+    type: str = ""  # "Node" or "HyperNode"
+    selector: MemberSelector = msgspec.field(default_factory=MemberSelector)
+
+
+class HyperNodeSpec(_Base):
+    tier: int = 0
+    tier_name: str = ""
+    members: list[MemberSpec] = []
+
+
+class HyperNodeStatus(_Base):
+    conditions: list[Condition] = []
+    node_count: int | None = None
+
+
+class HyperNode(_Base):
+    """A network-topology domain: real nodes (tier 1, usually) or other HyperNodes (above)."""
+
+    api_version: str = "topology.volcano.sh/v1alpha1"
+    kind: str = "HyperNode"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: HyperNodeSpec = msgspec.field(default_factory=HyperNodeSpec)
+    status: HyperNodeStatus = msgspec.field(default_factory=HyperNodeStatus)
+
+
+# --- resource.k8s.io/v1 (dynamic resource allocation) ---------------------------------------
+
+
+class CELDeviceSelector(_Base):
+    expression: str = ""
+
+
+class DeviceSelector(_Base):
+    cel: CELDeviceSelector | None = None
+
+
+class ExactDeviceRequest(_Base):
+    device_class_name: str = ""
+    selectors: list[DeviceSelector] = []
+    allocation_mode: str = "ExactCount"
+    count: int = 1
+
+
+class DeviceRequest(_Base):
+    name: str = ""
+    exactly: ExactDeviceRequest | None = None
+
+
+class DeviceClaim(_Base):
+    requests: list[DeviceRequest] = []
+
+
+class ResourceClaimSpec(_Base):
+    devices: DeviceClaim = msgspec.field(default_factory=DeviceClaim)
+
+
+class DeviceRequestAllocationResult(_Base):
+    request: str = ""
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+
+
+class DeviceAllocationResult(_Base):
+    results: list[DeviceRequestAllocationResult] = []
+
+
+class AllocationResult(_Base):
+    devices: DeviceAllocationResult = msgspec.field(default_factory=DeviceAllocationResult)
+    node_selector: NodeSelector | None = None
+
+
+class ResourceClaimConsumerReference(_Base):
+    resource: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class ResourceClaimStatus(_Base):
+    allocation: AllocationResult | None = None
+    reserved_for: list[ResourceClaimConsumerReference] = []
+
+
+class ResourceClaim(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "ResourceClaim"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
+
+
+class DeviceAttribute(_Base):
+    """One typed value (exactly one field is set)."""
+
+    int_: int | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    string: str | None = None
+    version: str | None = None
+
+
+class DeviceCapacity(_Base):
+    value: Quantity
+
+
+class Device(_Base):
+    name: str = ""
+    attributes: dict[str, DeviceAttribute] = {}
+    capacity: dict[str, DeviceCapacity] = {}
+
+
+class ResourcePool(_Base):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+class ResourceSliceSpec(_Base):
+    driver: str = ""
+    pool: ResourcePool = msgspec.field(default_factory=ResourcePool)
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    devices: list[Device] = []
+
+
+class ResourceSlice(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "ResourceSlice"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
+
+
+class DeviceClassSpec(_Base):
+    selectors: list[DeviceSelector] = []
+
+
+class DeviceClass(_Base):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "DeviceClass"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
+
+
+DraObject = ResourceClaim | ResourceSlice | DeviceClass
+
+KubeObject = (
+    Pod
+    | Node
+    | Namespace
+    | ResourceQuota
+    | PodDisruptionBudget
+    | PriorityClass
+    | PodGroup
+    | Queue
+    | Job
+    | Numatopology
+    | HyperNode
+)
 
 # (apiVersion group, kind) → type.  The group is matched without its version so that
 # v1beta1/v1 variants that share the fields we read still decode.
@@ -457,11 +695,16 @@ KINDS: dict[tuple[str, str], type[Any]] = {
     ("", "Node"): Node,
     ("", "Namespace"): Namespace,
     ("", "ResourceQuota"): ResourceQuota,
+    ("policy", "PodDisruptionBudget"): PodDisruptionBudget,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClass,
     ("scheduling.volcano.sh", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh", "Queue"): Queue,
     ("batch.volcano.sh", "Job"): Job,
     ("nodeinfo.volcano.sh", "Numatopology"): Numatopology,
+    ("topology.volcano.sh", "HyperNode"): HyperNode,
+    ("resource.k8s.io", "ResourceClaim"): ResourceClaim,
+    ("resource.k8s.io", "ResourceSlice"): ResourceSlice,
+    ("resource.k8s.io", "DeviceClass"): DeviceClass,
 }
 
 

@@ -106,9 +106,7 @@ class Ledger:
     def overcommitted_now(self) -> list[str]:
         """Nodes holding more than they can, at this moment."""
         alloc = self.allocatable
-        return sorted(
-            n for n, u in self._used.items() if n in alloc and any(u[r] > alloc[n][r] for r in RESOURCES)
-        )
+        return sorted(n for n, u in self._used.items() if n in alloc and any(u[r] > alloc[n][r] for r in RESOURCES))
 
     def partial_gangs(self) -> list[tuple[str, int, int]]:
         """(PodGroup, pods bound, minMember) of every gang bound below its minimum."""

@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 
 from lahar.api.codec import decode_object
 from lahar.api.files import Skipped
-from lahar.api.objects import KINDS, Job, KubeObject, Pod, PodGroup, Queue, ResourceQuota, group_of
+from lahar.api.objects import (
+    KINDS,
+    Job,
+    KubeObject,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    Queue,
+    ResourceQuota,
+    group_of,
+)
 from lahar_controller.queues import DEFAULT_QUEUE
 from lahar_scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION
@@ -39,15 +49,21 @@ class Dump:
 
 
 def prepare(
-    objects: Iterable[KubeObject], skipped: Iterable[Skipped] = (), *, cluster: bool = True, quotas_read: bool = True
+    objects: Iterable[KubeObject],
+    skipped: Iterable[Skipped] = (),
+    *,
+    cluster: bool = True,
+    quotas_read: bool = True,
+    pdbs_read: bool = True,
 ) -> Dump:
     """The objects to simulate and the warnings about them.  ``cluster`` is False for a
     conformance case: it reproduces a Volcano unit test's cache, which holds exactly the queues
     it lists, so no ``default`` Queue is added to it.  ``quotas_read`` is False when the
-    configuration does not enable the resourcequota plugin (ResourceQuotas are then unused)."""
+    configuration does not enable the resourcequota plugin (ResourceQuotas are then unused), and
+    ``pdbs_read`` when it does not enable the pdb plugin."""
     dump = Dump(list(objects))
     dump.warnings += skipped_lines(list(skipped))
-    dump.warnings += unread_lines(dump.objects, quotas_read)
+    dump.warnings += unread_lines(dump.objects, quotas_read, pdbs_read)
     note = add_default_queue(dump.objects) if cluster else ""
     if note:
         dump.warnings.append(note)
@@ -113,7 +129,7 @@ def _hint(api_version: str, kind: str) -> str:
     return ""
 
 
-def unread_lines(objects: list[KubeObject], quotas_read: bool = True) -> list[str]:
+def unread_lines(objects: list[KubeObject], quotas_read: bool = True, pdbs_read: bool = True) -> list[str]:
     """Kinds the loader decodes but a simulation does not use."""
     jobs = [f"{o.metadata.namespace}/{o.metadata.name}" for o in objects if isinstance(o, Job)]
     quotas = [f"{o.metadata.namespace}/{o.metadata.name}" for o in objects if isinstance(o, ResourceQuota)]
@@ -127,6 +143,12 @@ def unread_lines(objects: list[KubeObject], quotas_read: bool = True) -> list[st
         lines.append(
             f"ignored {_count(len(quotas), 'ResourceQuota')}: "
             f"the configuration does not enable the resourcequota plugin: {some(quotas)}"
+        )
+    pdbs = [f"{o.metadata.namespace}/{o.metadata.name}" for o in objects if isinstance(o, PodDisruptionBudget)]
+    if pdbs and not pdbs_read:
+        lines.append(
+            f"ignored {_count(len(pdbs), 'PodDisruptionBudget')}: "
+            f"the configuration does not enable the pdb plugin: {some(pdbs)}"
         )
     return lines
 

@@ -21,6 +21,13 @@ def register(sub: Any) -> None:
     s.add_argument("--queues", type=int, default=4)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--conf", help="a volcano-scheduler.conf (default: the built-in configuration)")
+    s.add_argument(
+        "--variant",
+        choices=("default", "gpushare-hypernode"),
+        default="default",
+        help="gpushare-hypernode: GPU jobs share cards by memory, nodes in a 3-tier HyperNode tree, "
+        "some jobs with networkTopology; deviceshare and network-topology-aware configured",
+    )
     s.add_argument("--profile", help="write a pyinstrument profile of the sessions to this HTML file")
     s.add_argument("--output", choices=("text", "json"), default="text")
     s.set_defaults(handler=bench_scheduler)
@@ -69,12 +76,20 @@ def bench_scheduler(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(f"lahar bench scheduler: --{name.replace('_', '-')}: must be at least 1", file=sys.stderr)
             return 2
-    conf = load_conf(Path(args.conf).read_text() if args.conf else None)
+    from lahar_scheduler import synthetic_topology as topo
+
+    variant = args.variant == "gpushare-hypernode"
+    text = Path(args.conf).read_text() if args.conf else (topo.CONF if variant else None)
+    conf = load_conf(text)
     t0 = time.perf_counter()
     groups, pods = make_jobs(args.pods, args.tasks_per_job, args.queues, seed=args.seed)
-    snapshot = Snapshot(
-        make_nodes(args.nodes, seed=args.seed), pods, groups, make_queues(args.queues), priority_classes()
-    )
+    nodes = make_nodes(args.nodes, seed=args.seed)
+    hypernodes = []
+    if variant:
+        topo.share_gpus(nodes)
+        topo.constrain_jobs(groups, pods, seed=args.seed)
+        hypernodes = topo.hypernodes(nodes)
+    snapshot = Snapshot(nodes, pods, groups, make_queues(args.queues), priority_classes(), hypernodes=hypernodes)
     build = time.perf_counter() - t0
     profiler = _profiler(args.profile)
     placed = sessions = 0
@@ -92,6 +107,7 @@ def bench_scheduler(args: argparse.Namespace) -> int:
         Path(args.profile).write_text(profiler.output_html())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     report = {
+        "variant": args.variant,
         "nodes": args.nodes,
         "pods": len(pods),
         "pods_placed": placed,

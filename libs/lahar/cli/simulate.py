@@ -60,7 +60,13 @@ def run(args: argparse.Namespace) -> int:
     if cycles < 1:
         print("lahar simulate: --cycles: must be at least 1", file=sys.stderr)
         return 2
-    dump = prepare(objects, skipped, cluster=case is None, quotas_read=conf.plugin("resourcequota") is not None)
+    dump = prepare(
+        objects,
+        skipped,
+        cluster=case is None,
+        quotas_read=conf.plugin("resourcequota") is not None,
+        pdbs_read=conf.plugin("pdb") is not None,
+    )
     where = args.conf or "schedulerConf"
     warnings = [f"{where}: {line}; left out of this run" for line in conf.left_out] + dump.warnings
     for line in warnings:

@@ -210,4 +210,19 @@ def volcano_crds() -> list[Obj]:
         _crd("flow.volcano.sh", "v1alpha1", "JobTemplate", "jobtemplates", "Namespaced", ["jt"], True, []),
         # Written by the resource exporter on each node, read by the numa-aware plugin.
         _crd("nodeinfo.volcano.sh", "v1alpha1", "Numatopology", "numatopologies", "Cluster", ["numatopo"], False, []),
+        _crd(
+            "topology.volcano.sh",
+            "v1alpha1",
+            "HyperNode",
+            "hypernodes",
+            "Cluster",
+            ["hn"],
+            True,
+            [
+                _col("Tier", ".spec.tier"),
+                _col("TierName", ".spec.tierName"),
+                _col("NodeCount", ".status.nodeCount", "integer"),
+                _AGE,
+            ],
+        ),
     ]

@@ -101,6 +101,9 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
         ResourceType(
+            "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",), status=True
+        ),
+        ResourceType(
             "admissionregistration.k8s.io",
             "v1",
             "validatingwebhookconfigurations",

@@ -18,6 +18,9 @@ KINDS = (
     "namespaces",
     "resourcequotas",
     "numatopologies",  # nodeinfo.volcano.sh: NUMA layout per node, for numa-aware
+    "poddisruptionbudgets",
+    # network topology (topology.volcano.sh): the scheduler's HyperNode tree
+    "hypernodes",
     # for the controller: Commands, CronJobs, claims a Job names, and the workloads whose pods
     # get PodGroups (batch/v1 Jobs as "batchjobs": "jobs" are Volcano's)
     "commands",

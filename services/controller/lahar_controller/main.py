@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Annotated
 
 import redis.asyncio as aioredis
+from msgspec import Meta
 
 from lahar.adapters.connect import connect_nats
 from lahar.adapters.kube import KubeClient, KubeConfig
@@ -13,15 +16,40 @@ from lahar.adapters.mirror import Mirror
 from lahar.leadership import either, lead
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
+from lahar.service.settings import Check
 from lahar.service.supervise import supervised
 from lahar.wire.access import owned_streams
 from lahar.wire.names import Names
+from lahar_controller.hypernodes import parse_types
 from lahar_controller.service import ControllerService
 
-SETTINGS = BusSettings
+
+def _discovery(text: str) -> str | None:
+    try:
+        parse_types(json.loads(text) if text else {})
+    except (ValueError, AttributeError) as exc:
+        return f"expected JSON {{type: [label key, ..., kubernetes.io/hostname]}}: {exc}"
+    return None
 
 
-async def main(ctx: ServiceContext[BusSettings]) -> None:
+class ControllerSettings(BusSettings):
+    hypernode_discovery: Annotated[
+        str,
+        Check(_discovery),
+        Meta(
+            description="HyperNodes from node labels, as Volcano's label discoverer: JSON "
+            '{"type": ["widest label key", ..., "kubernetes.io/hostname"]} (default: off)'
+        ),
+    ] = ""
+
+    def hypernode_types(self) -> dict[str, list[str]]:
+        return parse_types(json.loads(self.hypernode_discovery)) if self.hypernode_discovery else {}
+
+
+SETTINGS = ControllerSettings
+
+
+async def main(ctx: ServiceContext[ControllerSettings]) -> None:
     opts = ctx.settings
     names = Names(opts.prefix)
     nc = await connect_nats(
@@ -48,6 +76,7 @@ async def main(ctx: ServiceContext[BusSettings]) -> None:
         may_write=lambda: bool(elections) and elections[0].is_leader,
         own=owned_streams(names, "controller"),
         identity=opts.replica(),
+        hypernode_types=opts.hypernode_types(),
     )
     # A standby is ready (it waits its turn); a leader once it follows the cluster.
     ctx.health.add_check("following", lambda: svc.acting is None or svc.ready.is_set())

@@ -36,6 +36,7 @@ from lahar_controller.job.view import Obj, name_of, namespace_of
 from lahar_controller.queues import status_counts
 from lahar_controller.shell.cron import CronController
 from lahar_controller.shell.flows import FlowController
+from lahar_controller.shell.hypernodes import HyperNodeDiscovery
 from lahar_controller.shell.jobs import JobController
 from lahar_controller.shell.metrics import Metrics
 from lahar_controller.shell.plain import PlainPodGroups
@@ -64,6 +65,9 @@ KINDS = (
     "cronjobs",
     "jobtemplates",
     "jobflows",
+    # HyperNode discovery from node labels
+    "nodes",
+    "hypernodes",
 )
 
 
@@ -79,7 +83,15 @@ class Controllers:
     """One term's controllers, attached to the world (they listen from their constructors)."""
 
     def __init__(
-        self, world: World, writer: Writer, metrics: Metrics, *, workers: int, max_requeue: int, clock: Clock
+        self,
+        world: World,
+        writer: Writer,
+        metrics: Metrics,
+        *,
+        workers: int,
+        max_requeue: int,
+        clock: Clock,
+        hypernode_types: dict[str, list[str]] | None = None,
     ) -> None:
         args = (world, writer, metrics)
         self.jobs = JobController(*args, workers=workers, max_requeue=max_requeue, clock=clock)
@@ -88,6 +100,7 @@ class Controllers:
         self.ttl = TTLController(*args, clock)
         self.cron = CronController(*args, clock)
         self.flows = FlowController(*args, clock)
+        self.hypernodes = HyperNodeDiscovery(*args, hypernode_types or {})
         world.listen("commands", self._on_command)
 
     def loops(self) -> dict[str, Coroutine[Any, Any, None]]:
@@ -98,6 +111,7 @@ class Controllers:
             "ttl": self.ttl.pool.run(),
             "cronjobs": self.cron.pool.run(),
             "jobflows": self.flows.pool.run(),
+            "hypernodes": self.hypernodes.pool.run(),
         }
 
     async def _queues(self) -> None:
@@ -130,7 +144,9 @@ class ControllerService:
         max_requeue: int = 15,
         clock: Clock = _utc_now,
         settle: float = SETTLE_SECONDS,
+        hypernode_types: dict[str, list[str]] | None = None,
     ) -> None:
+        self.hypernode_types = hypernode_types or {}
         self.kube, self.js, self.names = kube, js, names
         self.may_write, self.identity, self.clock = may_write, identity, clock
         self.workers, self.max_requeue, self.settle = workers, max_requeue, settle
@@ -169,7 +185,13 @@ class ControllerService:
         await self._settle(ended)
         writer = Writer(self.kube, self.may_write, self.metrics, identity=self.identity, clock=self.clock)
         acting = Controllers(
-            self.world, writer, self.metrics, workers=self.workers, max_requeue=self.max_requeue, clock=self.clock
+            self.world,
+            writer,
+            self.metrics,
+            workers=self.workers,
+            max_requeue=self.max_requeue,
+            clock=self.clock,
+            hypernode_types=self.hypernode_types,
         )
         self.acting = acting
         self.terms += 1

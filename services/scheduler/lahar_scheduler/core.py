@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 from lahar_scheduler.actions import ACTIONS, UNSUPPORTED_ACTIONS
 from lahar_scheduler.actions.args import AllocateArgs, PreemptArgs
+from lahar_scheduler.actions.gangevict import GangEvictArgs
 from lahar_scheduler.framework.conf import DEFAULT_CONF, SchedulerConf, args_parser, parse_conf
+from lahar_scheduler.framework.ports import ExtenderTransport
 from lahar_scheduler.framework.session import Session, SessionResult
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.plugins import PLUGINS, UNSUPPORTED_PLUGINS, argument_parsers
@@ -20,6 +22,8 @@ ACTION_ARGS = {
     "backfill": args_parser(AllocateArgs),
     "reclaim": args_parser(AllocateArgs),
     "preempt": args_parser(PreemptArgs),
+    "gangpreempt": args_parser(GangEvictArgs),
+    "gangreclaim": args_parser(GangEvictArgs),
 }
 
 
@@ -46,12 +50,14 @@ def run_session(
     seed: int = 0,
     uid: str = "session",
     clock: Callable[[], float] | None = None,
+    transport: ExtenderTransport | None = None,
 ) -> SessionResult:
     """Open a session, run the configured actions in order, close it.
 
     ``clock`` (the caller's, e.g. ``time.perf_counter``) only times the session's parts for
-    ``result.stats``; the decisions are the same without it."""
-    ssn = Session(snapshot, conf, dict(PLUGINS), seed=seed, uid=uid, clock=clock).open()
+    ``result.stats``; the decisions are the same without it.  ``transport`` is how the extender plugin reaches
+    its HTTP extender (the service shell's adapter); without one the extender is unreachable."""
+    ssn = Session(snapshot, conf, dict(PLUGINS), seed=seed, uid=uid, clock=clock, transport=transport).open()
     watch = ssn.stopwatch
     for name in conf.actions:
         started = watch.now()

@@ -8,7 +8,18 @@ from typing import Any
 import msgspec
 
 from lahar.api.codec import DecodeError, dec_hook, decode_json_as
-from lahar.api.objects import Namespace, Node, Numatopology, Pod, PodGroup, PriorityClass, Queue, ResourceQuota
+from lahar.api.objects import (
+    HyperNode,
+    Namespace,
+    Node,
+    Numatopology,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+)
 from lahar.api.podresources import pod_resource_causes
 from lahar.api.quantity import Quantity
 from lahar.wire.messages import Delta
@@ -24,6 +35,8 @@ _TYPES: dict[str, type[Any]] = {
     "namespaces": Namespace,
     "resourcequotas": ResourceQuota,
     "numatopologies": Numatopology,
+    "poddisruptionbudgets": PodDisruptionBudget,
+    "hypernodes": HyperNode,
 }
 
 
@@ -146,6 +159,19 @@ def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:
         else:
             snapshot.upsert_numatopology(obj)
         change.relevant = True  # the exporter reports cpus as pods come and go
+    elif kind == "poddisruptionbudgets":
+        if delta.op == "DELETED":
+            snapshot.delete_pdb(namespace, name)
+        else:
+            snapshot.upsert_pdb(obj)
+        # disruptionsAllowed bounds victims only: no session needs to start for it.
+    elif kind == "hypernodes":
+        if delta.op == "DELETED":
+            snapshot.delete_hypernode(name)
+        else:
+            snapshot.upsert_hypernode(obj)
+        # A new domain may let a job that waits for one fit.
+        change.relevant = change.pending = True
     return change
 
 

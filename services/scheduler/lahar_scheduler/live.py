@@ -28,7 +28,18 @@ from lahar_scheduler.framework.types import TaskStatus
 
 log = logging.getLogger("lahar.scheduler")
 
-KINDS = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces", "resourcequotas", "numatopologies")
+KINDS = (
+    "nodes",
+    "pods",
+    "podgroups",
+    "queues",
+    "priorityclasses",
+    "namespaces",
+    "resourcequotas",
+    "numatopologies",
+    "poddisruptionbudgets",
+    "hypernodes",
+)
 MAX_LINKS = 50_000  # creation span contexts kept for pods still waiting (the oldest go first)
 MAX_INVALID = 10_000
 
@@ -100,6 +111,8 @@ class LiveView:
             now=now,
             resource_quotas=decoded["resourcequotas"],
             numatopologies=decoded["numatopologies"],
+            pdbs=decoded["poddisruptionbudgets"],
+            hypernodes=decoded["hypernodes"],
         )
         for key, node in list(self.assumptions.items()):
             self._effect(key, ("place", node))

@@ -35,6 +35,7 @@ from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lahar.adapters.bus import MISSING, Outgoing, dead_letter, ensure_streams, publish_batch, stream_messages
+from lahar.adapters.extender import HttpExtenderTransport
 from lahar.adapters.follow import Follower
 from lahar.adapters.leader import LeaderElection
 from lahar.adapters.mirror import Mirror, MirrorState
@@ -163,6 +164,8 @@ class SchedulerService:
         self.trigger = asyncio.Event()
         self.sent = Sent()
         self.sessions = 0
+        # The extender plugin's HTTP (an idle pool until a configuration names an extender).
+        self.transport = HttpExtenderTransport()
         self.snapshot_lock = asyncio.Lock()  # held while the snapshot changes or a session reads it
         self.follower = Follower(
             js,
@@ -205,6 +208,7 @@ class SchedulerService:
             await supervised(stop.wait(), loops)
         finally:
             self.leading = False
+            self.transport.close()
 
     async def _ensure_streams(self) -> None:
         need = [self.names.decisions_stream, self.names.results_stream]
@@ -473,7 +477,12 @@ class SchedulerService:
         one that did starts when the session started."""
         started = time.time_ns()
         result = run_session(
-            self.snapshot, self.conf.conf, seed=self.seed + self.sessions, uid=uid, clock=time.perf_counter
+            self.snapshot,
+            self.conf.conf,
+            seed=self.seed + self.sessions,
+            uid=uid,
+            clock=time.perf_counter,
+            transport=self.transport,
         )
         expires = now + self.decision_ttl
         out = decisions(result, uid, self.fence, self.sent, stamp, now, expires, snapshot=self.snapshot)

@@ -15,20 +15,26 @@ import msgspec
 
 from lahar.api.objects import (
     Condition,
+    DeviceClass,
+    DraObject,
+    HyperNode,
     KubeObject,
     Namespace,
     Node,
     Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceClaim,
     ResourceQuota,
+    ResourceSlice,
 )
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.session import SessionResult
-from lahar_scheduler.framework.snapshot import Snapshot
+from lahar_scheduler.framework.snapshot import DraObjects, Snapshot
 
 
 @dataclass
@@ -60,7 +66,7 @@ class Outcome:
 class Cluster:
     """Objects by kind and key, as a real API server would hold them."""
 
-    def __init__(self, objects: Iterable[KubeObject]) -> None:
+    def __init__(self, objects: Iterable[KubeObject | DraObject]) -> None:
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}
         self.podgroups: dict[str, PodGroup] = {}
@@ -69,10 +75,13 @@ class Cluster:
         self.namespaces: dict[str, Namespace] = {}
         self.quotas: dict[str, ResourceQuota] = {}
         self.numatopologies: dict[str, Numatopology] = {}
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        self.hypernodes: dict[str, HyperNode] = {}
+        self.dra = DraObjects()
         for obj in objects:
             self.add(obj)
 
-    def add(self, obj: KubeObject) -> None:
+    def add(self, obj: KubeObject | DraObject) -> None:
         meta = obj.metadata
         key = f"{meta.namespace}/{meta.name}"
         if isinstance(obj, Node):
@@ -91,6 +100,16 @@ class Cluster:
             self.quotas[key] = obj
         elif isinstance(obj, Numatopology):
             self.numatopologies[meta.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            self.pdbs[key] = obj
+        elif isinstance(obj, HyperNode):
+            self.hypernodes[meta.name] = obj
+        elif isinstance(obj, ResourceClaim):
+            self.dra.claims[key] = obj
+        elif isinstance(obj, ResourceSlice):
+            self.dra.slices.append(obj)
+        elif isinstance(obj, DeviceClass):
+            self.dra.classes[meta.name] = obj
 
     def snapshot(self, now: float = 0.0) -> Snapshot:
         return Snapshot(
@@ -103,6 +122,9 @@ class Cluster:
             now=now,
             resource_quotas=self.quotas.values(),
             numatopologies=self.numatopologies.values(),
+            pdbs=self.pdbs.values(),
+            hypernodes=self.hypernodes.values(),
+            dra=self.dra,
         )
 
     def apply(self, result: SessionResult) -> None:
@@ -118,6 +140,11 @@ class Cluster:
                 self.pods[task.key] = msgspec.structs.replace(pod, metadata=meta, spec=spec, status=status)
         for task, _ in result.evictions:
             self.pods.pop(task.key, None)
+        for key, allocation in result.claim_allocations.items():
+            claim = self.dra.claims.get(key)
+            if claim is not None:
+                claimed = msgspec.structs.replace(claim.status, allocation=allocation)
+                self.dra.claims[key] = msgspec.structs.replace(claim, status=claimed)
         for uid, update in result.podgroups.items():
             pg = self.podgroups.get(uid)
             if pg is None:

@@ -22,6 +22,7 @@ KIND_RESOURCES: dict[tuple[str, str], str] = {
     ("bus.volcano.sh/v1alpha1", "Command"): "commands",
     ("flow.volcano.sh/v1alpha1", "JobFlow"): "jobflows",
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): "jobtemplates",
+    ("topology.volcano.sh/v1alpha1", "HyperNode"): "hypernodes",
 }
 
 # (verb, resource[/subresource]); verbs as RBAC spells them (PUT is "update").
@@ -66,6 +67,11 @@ CALLS: frozenset[tuple[str, str]] = frozenset(
         ("delete", "networkpolicies"),
         ("create", "persistentvolumeclaims"),
         ("create", "events"),
+        # HyperNodes discovered from node labels: kept in step with the nodes (re-read first)
+        ("create", "hypernodes"),
+        ("get", "hypernodes"),
+        ("update", "hypernodes"),
+        ("delete", "hypernodes"),
     }
 )
 

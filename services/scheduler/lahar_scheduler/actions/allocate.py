@@ -11,6 +11,8 @@ nodes; scoring them all gives equal or better placements and costs little here).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,14 @@ from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray
+
+
+def allocate_in_hypernodes(*args: Any) -> Statement | None:
+    # Imported on first use: the HyperNode path builds on this module's AllocateAction.
+    from lahar_scheduler.actions.allocate_hypernode import allocate_in_hypernodes as run
+
+    return run(*args)
+
 
 S = TaskStatus
 QUEUE_GATE = "scheduling.volcano.sh/queue-allocation-gate"
@@ -149,6 +159,20 @@ def schedulable_tasks(job: JobInfo) -> list[TaskInfo]:
     return out
 
 
+@dataclass
+class Within:
+    """The nodes of one HyperNode a job is tried in (the network-topology path), and what to tell
+    it after each task is placed."""
+
+    rows: IntArray
+    mask: np.ndarray  # over every node row: True inside
+    placed: Callable[[TaskInfo, str], None]
+
+    def keep(self, gradients: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray] | None:
+        inside = (gradients[0][self.mask[gradients[0]]], gradients[1][self.mask[gradients[1]]])
+        return inside if len(inside[0]) or len(inside[1]) else None
+
+
 class AllocateAction(Action):
     name = "allocate"
 
@@ -195,7 +219,11 @@ class AllocateAction(Action):
                 continue
             job = jobs.pop()
             worksheet = worksheets[job.uid]
-            stmt = self.allocate_job(ssn, job, queue, worksheet)
+            topo = ssn.topology.get(job.uid) if ssn.topology else None
+            if topo is not None:
+                stmt = allocate_in_hypernodes(self, ssn, job, queue, worksheet, topo)
+            else:
+                stmt = self.allocate_job(ssn, job, queue, worksheet)
             if stmt is not None and ssn.call(P.JOB_READY, job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
@@ -204,11 +232,16 @@ class AllocateAction(Action):
             queues.push(queue)
 
     def allocate_job(
-        self, ssn: Session, job: JobInfo, queue: QueueInfo, tasks: PriorityQueue[TaskInfo]
+        self,
+        ssn: Session,
+        job: JobInfo,
+        queue: QueueInfo,
+        tasks: PriorityQueue[TaskInfo],
+        within: Within | None = None,
     ) -> Statement | None:
         stmt = ssn.statement()
         decision = ssn.decision(job)
-        all_nodes = ssn.candidate_nodes()
+        all_nodes = ssn.candidate_nodes() if within is None else within.rows
         while not tasks.empty():
             task = tasks.pop()
             if not ssn.call(P.ALLOCATABLE, queue, task):
@@ -233,6 +266,8 @@ class AllocateAction(Action):
                 break
             decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
             gradients = self._candidates(ssn, task)
+            if gradients is not None and within is not None:
+                gradients = within.keep(gradients)
             if gradients is None:
                 filtered = filter_nodes(ssn, task, all_nodes)
                 if not len(filtered.passed):
@@ -252,6 +287,8 @@ class AllocateAction(Action):
             else:
                 stmt.pipeline(task, node.name, False)
             decision.chosen[task.key] = node.name
+            if within is not None:
+                within.placed(task, node.name)
             if ssn.call(P.JOB_READY, job):
                 break
         if ssn.call(P.JOB_READY, job):

@@ -213,6 +213,12 @@ class PreemptAction(Action):
                 f"{job.queue}) would make room; pods of higher or equal priority are not evicted",
             )
         nodes = preempt_nodes(ssn, preemptor)
+        if not isinstance(keep, _SameJob):
+            ceiling = self.ceiling.nodes(preemptor, job.queue)
+            if ceiling is not None:
+                # Nodes where no plugin could name enough victims: walking them finds nothing
+                # (both paths skip a node whose victims cannot cover the preemptor).
+                possible = possible & fits_rows(preemptor, ssn.nodes.future + ceiling)
         if self.args.topology_aware:
             if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt):
                 return True
@@ -225,11 +231,6 @@ class PreemptAction(Action):
             possible = possible & self.bound.covering(preemptor, job.queue, room)
             if not possible.any():
                 return self._miss(preemptor, f"queue {job.queue} must free {need} first, and no node holds that much")
-        if keep is not None and not isinstance(keep, _SameJob):
-            ceiling = self.ceiling.nodes(preemptor, job.queue)
-            if ceiling is not None:
-                # Nodes where no plugin could name enough victims: walking them finds nothing.
-                possible = possible & fits_rows(preemptor, ssn.nodes.future + ceiling)
         if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
             return True
         return self._miss(

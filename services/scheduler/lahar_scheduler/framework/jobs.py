@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar.api.objects import Container, Pod, PodGroup, Queue
+from lahar.api.objects import Container, NetworkTopologySpec, Pod, PodGroup, Queue
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
 
 S = TaskStatus
+# The PodGroup annotation Volcano records a job's allocated HyperNode in.
+JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
 
 
 def pod_status(pod: Pod) -> TaskStatus:
@@ -264,6 +266,8 @@ class JobInfo:
         self.task_min_available: dict[str, int] = {}
         self.task_min_total = 0
         self.min_resources: Resource | None = None
+        self.network_topology: NetworkTopologySpec | None = None
+        self.allocated_hypernode = ""  # Volcano's JobAllocatedHyperNode (PodGroup annotation)
         self.creation = ""
         self.preemptable = False
         self.waiting_time: str | None = None
@@ -280,6 +284,8 @@ class JobInfo:
         self.task_min_available = dict(spec.min_task_member)
         self.task_min_total = sum(spec.min_task_member.values())
         self.min_resources = Resource.from_list(spec.min_resources) if spec.min_resources is not None else None
+        self.network_topology = spec.network_topology
+        self.allocated_hypernode = pg.metadata.annotations.get(JOB_ALLOCATED_HYPERNODE, "")
         self.creation = pg.metadata.creation_timestamp or ""
         raw = pg.metadata.annotations.get(PREEMPTABLE_KEY, pg.metadata.labels.get(PREEMPTABLE_KEY, ""))
         self.preemptable = parse_bool(raw) is True

@@ -20,8 +20,10 @@ from lahar_scheduler.framework.predicate import Failure, Filtered, run_predicate
 from lahar_scheduler.framework.types import Vote
 
 if TYPE_CHECKING:
+    from lahar_scheduler.framework.eviction import EvictionContext
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
     from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.topology import JobTopology
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -199,6 +201,17 @@ _SIMULATE_TASK = ("enablePreemptable", "enabledAllocatable")
 
 Victims = tuple[list["TaskInfo"], Vote]
 
+
+def dict_sum(chain: Chain, args: tuple[Any, ...]) -> dict[str, float]:
+    """Every plugin's scores per name, summed (names no plugin scored are absent)."""
+    total: dict[str, float] = {}
+    for fns in chain:
+        for fn in fns:
+            for name, score in fn(*args).items():
+                total[name] = total.get(name, 0.0) + score
+    return total
+
+
 # -- order ---------------------------------------------------------------------------------------
 JOB_ORDER: Point[[JobInfo, JobInfo], int, int] = Point(
     "job_order", "enableJobOrder", first_nonzero, "negative when the left job goes first, 0 for no opinion"
@@ -266,6 +279,11 @@ PREEMPTABLE: Point[[TaskInfo, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
 RECLAIMABLE: Point[[TaskInfo, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
     "reclaimable", "enableReclaimable", victim_intersection, "(victims, vote) among the candidates"
 )
+# Gang-aware eviction (gangpreempt, gangreclaim): a whole job's candidates at once, no enable flag
+# (Volcano consults every plugin that registers one).
+UNIFIED_EVICTABLE: Point[[EvictionContext, list[TaskInfo]], Victims, list[TaskInfo]] = Point(
+    "unified_evictable", None, victim_intersection, "(victims, vote) among a gang-aware eviction's candidates"
+)
 VICTIM_TASKS: Point[[list[TaskInfo]], list[TaskInfo], list[TaskInfo]] = Point(
     "victim_tasks", "enabledVictim", union_first_tier, "tasks to evict whatever is pending (shuffle)"
 )
@@ -288,6 +306,16 @@ SIMULATE_ADD_TASK: Point[[CycleState, TaskInfo, TaskInfo, NodeInfo], str | None,
 SIMULATE_REMOVE_TASK: Point[[CycleState, TaskInfo, TaskInfo, NodeInfo], str | None, str | None] = Point(
     "simulate_remove_task", _SIMULATE_TASK, first_error, "account a victim removed from the node copy"
 )
+# -- network topology: the HyperNodes a job may go to, lowest tier first, and how good each is ------
+HYPERNODE_GRADIENT: Point[[JobInfo, JobTopology, str], list[list[str]] | None, list[list[str]] | None] = Point(
+    "hypernode_gradient",
+    "enabledHyperNodeGradient",
+    first_result,
+    "eligible HyperNodes under the given root, grouped by tier, lowest first; None for no opinion",
+)
+HYPERNODE_ORDER: Point[[JobInfo, list[str]], dict[str, float], dict[str, float]] = Point(
+    "hypernode_order", "enabledHyperNodeOrder", dict_sum, "a score per candidate HyperNode, higher is better"
+)
 
 POINTS: dict[str, Point[Any, Any, Any]] = {
     p.name: p
@@ -302,6 +330,7 @@ POINTS: dict[str, Point[Any, Any, Any]] = {
         BEST_NODE,
         PREEMPTABLE,
         RECLAIMABLE,
+        UNIFIED_EVICTABLE,
         OVERUSED,
         ALLOCATABLE,
         PREEMPTIVE,
@@ -319,5 +348,7 @@ POINTS: dict[str, Point[Any, Any, Any]] = {
         SIMULATE_PREDICATE,
         SIMULATE_ADD_TASK,
         SIMULATE_REMOVE_TASK,
+        HYPERNODE_GRADIENT,
+        HYPERNODE_ORDER,
     )
 }

@@ -37,3 +37,13 @@ class PriorityQueue(Generic[T]):
 
     def empty(self) -> bool:
         return not self._heap
+
+    def clone(self) -> PriorityQueue[T]:
+        """An independent queue with the same items (a copied heap is still a heap)."""
+        out: PriorityQueue[T] = PriorityQueue(self._less)
+        out._heap = list(self._heap)
+        return out
+
+    def assign(self, other: PriorityQueue[T]) -> None:
+        """Take ``other``'s items (Volcano's worksheet ShallowCopyFrom)."""
+        self._heap = other._heap

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from lahar.api.objects import AllocationResult
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.framework.fiterrors import FitErrors
+from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
 from lahar_scheduler.framework.plugin import Plugin
@@ -36,9 +38,11 @@ from lahar_scheduler.framework.points import (
     consulted,
     flat,
 )
+from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
+from lahar_scheduler.framework.topology import JobTopology, job_topologies
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
     PodGroupPhase,
@@ -113,6 +117,8 @@ class SessionResult:
     queues: dict[str, Resource] = field(default_factory=dict)
     task_reasons: dict[str, TaskReason] = field(default_factory=dict)
     decisions: dict[str, JobDecision] = field(default_factory=dict)
+    # DRA: claims the session allocated for pods it binds (the binder would write them first).
+    claim_allocations: dict[str, AllocationResult] = field(default_factory=dict)
     stats: SessionStats = field(default_factory=SessionStats)  # for Volcano's metrics
 
 
@@ -128,8 +134,11 @@ class Session:
         seed: int = 0,
         uid: str = "session",
         clock: Callable[[], float] | None = None,
+        transport: ExtenderTransport | None = None,
     ) -> None:
         self.snapshot = snapshot
+        # How the extender plugin reaches its HTTP extender (the shell's adapter; see ports).
+        self.transport: ExtenderTransport = transport if transport is not None else NoTransport()
         self.stopwatch = Stopwatch(clock)  # timings only; nothing decided depends on it
         self.conf = conf
         self.uid = uid
@@ -167,6 +176,19 @@ class Session:
         self.job_order_key = functools.cmp_to_key(self._job_cmp)
         self.queue_order_key = functools.cmp_to_key(self._queue_cmp)
         self.task_order_key = functools.cmp_to_key(self._task_cmp)
+
+    # -- network topology ---------------------------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The HyperNode tree with its cluster-top node (built on first use)."""
+        return self.snapshot.hypernodes
+
+    @functools.cached_property
+    def topology(self) -> dict[str, JobTopology]:
+        """Per job with a networkTopology, its constraint as this session applies it."""
+        if not any(j.network_topology is not None for j in self.jobs.values()):
+            return {}  # no tree built, no per-job work: the default path stays as it was
+        return job_topologies(self.jobs.values(), self.hypernodes)
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:

@@ -9,7 +9,7 @@ arrives with the snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
@@ -17,18 +17,24 @@ import numpy as np
 
 from lahar.api.codec import enc_hook
 from lahar.api.objects import (
+    DeviceClass,
+    HyperNode,
     Namespace,
     Node,
     Numatopology,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
+    ResourceClaim,
     ResourceQuota,
     ResourceQuotaStatus,
+    ResourceSlice,
 )
 from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
+from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
 from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeInfo, NodeTable, ResourceSpace
 from lahar_scheduler.framework.reservation import Reservation
@@ -99,6 +105,15 @@ def _shape_key(pod: Pod) -> bytes:
     return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
 
 
+@dataclass
+class DraObjects:
+    """Dynamic resource allocation's objects: claims by ``namespace/name``, slices, classes by name."""
+
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+
+
 class Snapshot:
     """Everything a session reads.  ``space`` fixes the resource dimensions of the node arrays."""
 
@@ -116,12 +131,19 @@ class Snapshot:
         default_queue: str = "default",
         resource_quotas: Iterable[ResourceQuota] = (),
         numatopologies: Iterable[Numatopology] = (),
+        pdbs: Iterable[PodDisruptionBudget] = (),
+        hypernodes: Iterable[HyperNode] = (),
+        dra: DraObjects | None = None,
     ) -> None:
         self.now = now
+        self.dra = dra if dra is not None else DraObjects()
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
         # does not list yet (Volcano's UnassignedNumaPods): node -> pod key -> cpus.
         self.numatopologies: dict[str, Numatopology] = {t.metadata.name: t for t in numatopologies}
         self.numa_unassigned: dict[str, dict[str, frozenset[int]]] = {}
+        # What a plugin keeps from one session to the next (tdm's last eviction time), by plugin
+        # name: the snapshot lives as long as the scheduler, sessions and plugins do not.
+        self.plugin_memory: dict[str, dict[str, object]] = {}
         self.reservation = Reservation()  # elect/reserve's target job and locked nodes
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
@@ -138,6 +160,8 @@ class Snapshot:
         self.node_objects: dict[str, Node] = {n.metadata.name: n for n in nodes}
         self._table = NodeTable(self.space, list(self.node_objects.values()))
         self._nodes_dirty = False
+        self.hypernode_objects: dict[str, HyperNode] = {h.metadata.name: h for h in hypernodes}
+        self._tree: HyperNodeTree | None = None
         self._shapes: dict[bytes, _Shape] = {}  # what tasks of one pod shape share: see upsert_pod
         self.queues: dict[str, QueueInfo] = {}
         for q in queues:
@@ -152,6 +176,11 @@ class Snapshot:
         self.quotas: dict[str, dict[str, ResourceQuotaStatus]] = {}
         for rq in resource_quotas:
             self.upsert_quota(rq)
+        # PodDisruptionBudgets by namespace/name, in the order they arrived (the pdb plugin
+        # spends each one's disruptionsAllowed across the victims it is shown).
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        for pdb in pdbs:
+            self.upsert_pdb(pdb)
         self.jobs: dict[str, JobInfo] = {}
         for pg in podgroups:
             self.upsert_podgroup(pg)
@@ -185,6 +214,29 @@ class Snapshot:
     def delete_numatopology(self, name: str) -> None:
         self.numatopologies.pop(name, None)
 
+    # -- pod disruption budgets --------------------------------------------------------------
+    def upsert_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self.pdbs[f"{pdb.metadata.namespace}/{pdb.metadata.name}"] = pdb
+
+    def delete_pdb(self, namespace: str, name: str) -> None:
+        self.pdbs.pop(f"{namespace}/{name}", None)
+
+    # -- hypernodes --------------------------------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The HyperNode tree, rebuilt first if HyperNodes or the node set changed."""
+        if self._tree is None:
+            self._tree = HyperNodeTree(self.hypernode_objects.values(), self.node_objects)
+        return self._tree
+
+    def upsert_hypernode(self, hn: HyperNode) -> None:
+        self.hypernode_objects[hn.metadata.name] = hn
+        self._tree = None
+
+    def delete_hypernode(self, name: str) -> None:
+        if self.hypernode_objects.pop(name, None) is not None:
+            self._tree = None
+
     # -- nodes -----------------------------------------------------------------------------
     @property
     def nodes(self) -> NodeTable:
@@ -205,12 +257,14 @@ class Snapshot:
             self._table.by_name[name].node = node
             return False
         self._nodes_dirty = True
+        self._tree = None  # label and regex members depend on the node set and labels
         return True
 
     def delete_node(self, name: str) -> bool:
         if self.node_objects.pop(name, None) is None:
             return False
         self._nodes_dirty = True
+        self._tree = None
         return True
 
     def _rebuild_nodes(self) -> None:

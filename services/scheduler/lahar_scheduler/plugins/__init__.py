@@ -8,13 +8,18 @@ from lahar_scheduler.framework.conf import ArgsParser, args_parser
 from lahar_scheduler.framework.plugin import Plugin
 from lahar_scheduler.plugins.binpack import BinpackPlugin
 from lahar_scheduler.plugins.capacity import CapacityPlugin
+from lahar_scheduler.plugins.cdp import CdpPlugin
 from lahar_scheduler.plugins.conformance import ConformancePlugin
 from lahar_scheduler.plugins.deviceshare import DeviceSharePlugin
 from lahar_scheduler.plugins.drf import DrfPlugin
+from lahar_scheduler.plugins.extender import ExtenderPlugin
 from lahar_scheduler.plugins.gang import GangPlugin
+from lahar_scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from lahar_scheduler.plugins.nodegroup import NodeGroupPlugin
 from lahar_scheduler.plugins.nodeorder import NodeOrderPlugin
 from lahar_scheduler.plugins.numaaware import NumaAwarePlugin
 from lahar_scheduler.plugins.overcommit import OvercommitPlugin
+from lahar_scheduler.plugins.pdb import PdbPlugin
 from lahar_scheduler.plugins.predicates import PredicatesPlugin
 from lahar_scheduler.plugins.priority import PriorityPlugin
 from lahar_scheduler.plugins.proportion import ProportionPlugin
@@ -22,6 +27,8 @@ from lahar_scheduler.plugins.reservation import ReservationPlugin
 from lahar_scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from lahar_scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from lahar_scheduler.plugins.sla import SlaPlugin
+from lahar_scheduler.plugins.task_topology import TaskTopologyPlugin
+from lahar_scheduler.plugins.tdm import TdmPlugin
 from lahar_scheduler.registry import Registry
 
 PLUGINS: Registry[type[Plugin]] = Registry("plugin")
@@ -42,20 +49,20 @@ for _plugin in (
     DeviceSharePlugin,
     NumaAwarePlugin,
     ReservationPlugin,
+    CdpPlugin,
+    PdbPlugin,
+    TdmPlugin,
+    NodeGroupPlugin,
+    ExtenderPlugin,
+    TaskTopologyPlugin,
+    NetworkTopologyAwarePlugin,
 ):
     PLUGINS.register(_plugin.name, _plugin)
 
 # Plugins Volcano registers (pkg/scheduler/plugins/factory.go at ed72c7c8) that Lahar does not
 # have yet, with what each does there: a configuration naming one is told so, not "unknown".
 UNSUPPORTED_PLUGINS: dict[str, str] = {
-    "cdp": "cooldown protection: elastic pods are not preempted again until a cooldown time after they start",
-    "extender": "calls an external HTTP scheduler extender",
-    "network-topology-aware": "places jobs within hyper-node network topology tiers",
-    "nodegroup": "queue affinity to node groups",
-    "pdb": "PodDisruptionBudgets limit which pods may be evicted",
     "rescheduling": "evicts pods from busy nodes to rebalance (low node utilisation)",
-    "task-topology": "affinity and anti-affinity between the tasks of a job",
-    "tdm": "time-division multiplexing of revocable nodes",
     "usage": "filters and scores nodes by their measured usage",
 }
 

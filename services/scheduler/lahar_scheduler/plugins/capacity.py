@@ -101,6 +101,7 @@ class CapacityPlugin(Plugin):
         if self.hierarchy:
             ssn.add(P.VICTIM_QUEUE_ORDER, self.victim_queue_order)
         ssn.add(P.RECLAIMABLE, victims.reclaimable)
+        ssn.add(P.UNIFIED_EVICTABLE, victims.unified_evictable)
         ssn.add(P.PREEMPTIVE, victims.preemptive)
         ssn.add(P.ALLOCATABLE, AllocatableWithBound(self.allocatable, self.shortfall))
         ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lahar.api.resource import Dim, Resource, intersection
+from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.framework.victims import in_victim_order
 from lahar_scheduler.plugins.capacity_queues import ROOT, Attrs, CapacityAttr, ancestor_at, ancestors_within
@@ -83,6 +84,30 @@ class CapacityVictims:
         for reclaimee in in_victim_order(self.ssn, reclaimees, reclaimer):
             if self._take(reclaimer, mine, reclaimee, allocations):
                 victims.append(reclaimee)
+        return victims, Vote.PERMIT
+
+    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Gang-aware eviction: preempt stays inside a queue, so capacity lets every candidate go;
+        reclaim takes, in the order given, candidates whose queue stays at or above its guarantee
+        and that either touch nothing its deserved names or find it over deserved where they do
+        (Volcano skips the no-shared-dimension test here: a gang rarely shares none)."""
+        if ctx.kind is EvictionKind.GANG_PREEMPT:
+            return candidates, Vote.PERMIT
+        if not self.ready:
+            return [], Vote.REJECT
+        allocations: dict[str, Resource] = {}
+        victims = []
+        for t in candidates:
+            job = self.ssn.jobs.get(t.job)
+            attr = self.attrs.get(job.queue) if job is not None else None
+            if attr is None:
+                continue
+            allocated = allocations.setdefault(attr.name, attr.allocated.clone())
+            if not attr.guarantee.less_equal(allocated.clone().sub(t.resreq), Dim.ZERO):
+                continue
+            if not relevant_deserved(t, attr.deserved) or over_deserved(allocated, attr.deserved, t):
+                allocated.sub(t.resreq)
+                victims.append(t)
         return victims, Vote.PERMIT
 
     def _take(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -24,8 +25,9 @@ class ConformancePlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         ssn.add(P.PREEMPTABLE, self.evictable)
         ssn.add(P.RECLAIMABLE, self.evictable)
+        ssn.add(P.UNIFIED_EVICTABLE, self.evictable)
 
-    def evictable(self, _: TaskInfo, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def evictable(self, _: TaskInfo | EvictionContext, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         return [t for t in evictees if _ordinary(t)], Vote.PERMIT
 
     def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:

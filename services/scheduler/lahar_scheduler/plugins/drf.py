@@ -1,8 +1,12 @@
-"""drf: dominant-resource fairness between jobs.
+"""drf: dominant-resource fairness between jobs, and between queues when ``enableHierarchy`` is on.
 
 A job's share is the largest, over the cluster's resources, of what it holds divided by the
 cluster total.  Smaller shares go first, and a preemptor may evict from a job whose share after
 the eviction is still at least the preemptor's share after it is placed.
+
+With ``enableHierarchy`` (HDRF, plugins/hdrf.py) queues are ordered by their place in the
+``volcano.sh/hierarchy`` tree, and reclaim may take from a queue that would still be ahead of
+the reclaimer's after the move.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from collections.abc import Callable, Hashable
 
 import msgspec
 
-from lahar.api.resource import Resource, share
+from lahar.api.resource import Resource
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.jobs import TaskInfo
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
 
 SHARE_DELTA = 1e-6
 
@@ -30,87 +35,164 @@ class DrfPlugin(Plugin):
     Args = DrfArgs
 
     def on_session_open(self, ssn: Session) -> None:
-        total = ssn.total_resource
-        names = total.names()
-        allocated: dict[str, Resource] = {}
-        shares: dict[str, float] = {}
-
-        def dominant(r: Resource) -> float:
-            best = 0.0
-            for n in names:
-                s = share(r.get(n), total.get(n))
-                if s > best:
-                    best = s
-            return best
-
+        self.ssn = ssn
+        self.total = ssn.total_resource
+        self.names = self.total.names()
+        self.attrs: dict[str, Attr] = {}
         for job in ssn.jobs.values():
-            r = Resource()
+            held = Resource()
             for status in ALLOCATED_STATUSES:
                 for t in job.tasks_in(status):
-                    r.add(t.resreq)
-            allocated[job.uid] = r
-            shares[job.uid] = dominant(r)
-        self.shares = shares
+                    held.add(t.resreq)
+            self.attrs[job.uid] = Attr(held, self.dominant(held))
+        opt = ssn.conf.plugin(self.name)
+        self.tree: Tree | None = None
+        if opt is not None and opt.flags.get("enableHierarchy", False):
+            self.tree = self._build_tree()
+            ssn.add(P.QUEUE_ORDER, self.queue_order)
+            ssn.add(P.RECLAIMABLE, self.reclaimable)
+        ssn.add(P.PREEMPTABLE, _Preemptable(self))
+        ssn.add(P.JOB_ORDER, self.job_order)
+        ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
-        def job_order(left: object, right: object) -> int:
-            ls, rs = shares[left.uid], shares[right.uid]  # type: ignore[attr-defined]
-            return 0 if ls == rs else (-1 if ls < rs else 1)
+    # -- the share of each job ----------------------------------------------------------------
+    @property
+    def shares(self) -> dict[str, float]:
+        return {uid: attr.share for uid, attr in self.attrs.items()}
 
-        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
-            mine = allocated.get(preemptor.job)
-            if mine is None:
-                return [], Vote.PERMIT
-            ls = dominant(mine.clone().add(preemptor.resreq))
-            left: dict[str, Resource] = {}
-            victims = []
-            for t in preemptees:
-                if t.job not in allocated:
-                    continue
-                alloc = left.setdefault(t.job, allocated[t.job].clone())
-                alloc.sub(t.resreq)
-                rs = dominant(alloc)
-                if ls < rs or abs(ls - rs) <= SHARE_DELTA:
-                    victims.append(t)
-            return victims, Vote.PERMIT
+    def dominant(self, held: Resource) -> float:
+        return dominant_share(held, self.total, self.names)
 
-        def victim_ceiling(preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
-            """Could name: tasks whose job's share without them is at least the preemptor's
-            request alone (its share once placed can only be larger)."""
-            floor = dominant(preemptor.resreq) - SHARE_DELTA
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        attrs = self.attrs
+        ls, rs = attrs[left.uid].share, attrs[right.uid].share
+        return 0 if ls == rs else (-1 if ls < rs else 1)
 
-            def could_name(t: TaskInfo) -> bool:
-                held = allocated.get(t.job)
-                return held is not None and dominant(held.clone().sub(t.resreq)) >= floor
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        mine = self.attrs.get(preemptor.job)
+        if mine is None:
+            return [], Vote.PERMIT
+        ls = self.dominant(mine.allocated.clone().add(preemptor.resreq))
+        left: dict[str, Resource] = {}
+        victims = []
+        for t in preemptees:
+            if t.job not in self.attrs:
+                continue
+            held = left.setdefault(t.job, self.attrs[t.job].allocated.clone())
+            held.sub(t.resreq)
+            rs = self.dominant(held)
+            if ls < rs or abs(ls - rs) <= SHARE_DELTA:
+                victims.append(t)
+        return victims, Vote.PERMIT
 
-            return ("drf", floor), could_name
+    def preempt_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks whose job's share without them is at least the preemptor's request
+        alone (its share once placed can only be larger); see framework/ceiling.py."""
+        floor = self.dominant(preemptor.resreq) - SHARE_DELTA
+        attrs = self.attrs
 
-        preemptable.victim_ceiling = victim_ceiling  # type: ignore[attr-defined]
+        def could_name(t: TaskInfo) -> bool:
+            attr = attrs.get(t.job)
+            return attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
 
-        def on_allocate(task: TaskInfo) -> None:
-            r = allocated.get(task.job)
-            if r is not None:
-                r.add(task.resreq)
-                shares[task.job] = dominant(r)
+        return ("drf", floor), could_name
 
-        def on_deallocate(task: TaskInfo) -> None:
-            r = allocated.get(task.job)
-            if r is not None:
-                r.sub(task.resreq)
-                shares[task.job] = dominant(r)
+    def on_allocate(self, task: TaskInfo) -> None:
+        attr = self.attrs.get(task.job)
+        if attr is not None:
+            attr.allocated.add(task.resreq)
+            self._moved(task, attr, +1)
 
-        ssn.add(P.PREEMPTABLE, preemptable)
-        ssn.add(P.JOB_ORDER, job_order)
-        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
-        self.allocated, self.dominant = allocated, dominant
+    def on_deallocate(self, task: TaskInfo) -> None:
+        attr = self.attrs.get(task.job)
+        if attr is not None:
+            attr.allocated.sub(task.resreq)
+            self._moved(task, attr, -1)
 
+    def _moved(self, task: TaskInfo, attr: Attr, sign: int) -> None:
+        attr.share = self.dominant(attr.allocated)
+        tree = self.tree
+        if tree is not None:
+            (tree.allocated.add if sign > 0 else tree.allocated.sub)(task.resreq)
+            tree.refresh(self._place(tree, self.ssn.jobs[task.job], attr))
+
+    # -- the hierarchy ------------------------------------------------------------------------
+    def _build_tree(self) -> Tree:
+        tree = Tree(self.total)
+        for job in self.ssn.jobs.values():
+            attr = self.attrs[job.uid]
+            tree.allocated.add(attr.allocated)
+            self._place(tree, job, attr)
+        tree.refresh()
+        return tree
+
+    def _place(self, tree: Tree, job: JobInfo, attr: Attr) -> Node:
+        queue = self.ssn.queues[job.queue]
+        return tree.place(job.uid, attr, job.total_request, queue.hierarchy, queue.hierarchy_weights)
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        assert self.tree is not None
+        ret = self.tree.compare(left.hierarchy, right.hierarchy)
+        return 0 if ret == 0 else (-1 if ret < 0 else 1)
+
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Victims whose queue would still come after the reclaimer's once the reclaimer holds
+        its task and the victim has lost its own, each victim weighed on its own."""
+        assert self.tree is not None
+        ljob = self.ssn.jobs.get(reclaimer.job)
+        if ljob is None or reclaimer.job not in self.attrs:
+            return [], Vote.PERMIT
+        lqueue = self.ssn.queues[ljob.queue]
+        tree = self.tree.clone()
+        mine = self.attrs[ljob.uid].clone()
+        mine.allocated.add(reclaimer.resreq)
+        mine.share = self.dominant(mine.allocated)
+        tree.allocated.add(reclaimer.resreq)
+        tree.refresh(self._place(tree, ljob, mine))
+        victims = []
+        for t in reclaimees:
+            rjob = self.ssn.jobs.get(t.job)
+            if rjob is None or t.job not in self.attrs:
+                continue
+            rqueue = self.ssn.queues[rjob.queue]
+            theirs = self.attrs[rjob.uid].clone()
+            self._shift(tree, rjob, theirs, t.resreq, -1)
+            ret = tree.compare(lqueue.hierarchy, rqueue.hierarchy)
+            self._shift(tree, rjob, theirs, t.resreq, +1)
+            if ret < 0:
+                victims.append(t)
+        return victims, Vote.PERMIT
+
+    def _shift(self, tree: Tree, job: JobInfo, attr: Attr, resreq: Resource, sign: int) -> None:
+        (attr.allocated.add if sign > 0 else attr.allocated.sub)(resreq)
+        (tree.allocated.add if sign > 0 else tree.allocated.sub)(resreq)
+        attr.share = self.dominant(attr.allocated)
+        tree.refresh(self._place(tree, job, attr))
+
+    # -- metrics ------------------------------------------------------------------------------
     def on_session_close(self, ssn: Session) -> None:
         """Each job's share (Volcano's job_share) and each namespace's: the dominant share of
         what its jobs hold together (namespace_share)."""
         by_namespace: dict[str, Resource] = {}
         stats = ssn.result.stats
-        for uid, share_ in self.shares.items():
+        for uid, attr in self.attrs.items():
             job = ssn.jobs[uid]
-            stats.job(uid, job.name, job.namespace, job.queue).share = share_
-            by_namespace.setdefault(job.namespace, Resource()).add(self.allocated[uid])
+            stats.job(uid, job.name, job.namespace, job.queue).share = attr.share
+            by_namespace.setdefault(job.namespace, Resource()).add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
+
+
+class _Preemptable:
+    """drf's PreemptableFn with its victim ceiling.  A callable of its own, not a bound method:
+    the ceiling is looked up on a bound method's owner, and the plugin's other victim callback
+    (HDRF reclaim) has different rules, so the plugin itself must not carry one."""
+
+    def __init__(self, plugin: DrfPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return self.plugin.preemptable(preemptor, preemptees)
+
+    def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        return self.plugin.preempt_ceiling(preemptor)

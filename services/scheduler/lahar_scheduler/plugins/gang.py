@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
@@ -24,6 +25,7 @@ class GangPlugin(Plugin):
         ssn.add(P.JOB_VALID, self.job_valid)
         ssn.add(P.PREEMPTABLE, self.evictable)
         ssn.add(P.RECLAIMABLE, self.evictable)
+        ssn.add(P.UNIFIED_EVICTABLE, _unified_evictable)
         ssn.add(P.JOB_ORDER, _job_order)
         ssn.add(P.JOB_READY, _job_ready)
         ssn.add(P.JOB_PIPELINED, _job_pipelined)
@@ -161,3 +163,8 @@ def fit_error(ssn: Session, job: JobInfo) -> str:
             return err.error(len(ssn.node_list))
     pending = job.count(S.PENDING)
     return f"{pending} Pending, {job.min_available} minAvailable, pod group is not ready"
+
+
+def _unified_evictable(_ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    """Gang-aware eviction keeps minMember through its safe/whole bundles: permit every candidate."""
+    return candidates, Vote.PERMIT

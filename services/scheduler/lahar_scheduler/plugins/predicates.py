@@ -21,6 +21,7 @@ from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import Code
 from lahar_scheduler.framework.why_nodes import NODE_AFFINITY_CONFLICT
 from lahar_scheduler.plugins.base import Plugin
+from lahar_scheduler.plugins.dra import DraAllocator, has_claims
 from lahar_scheduler.plugins.k8s.scores import spread_included
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches, pod_matches_node, tolerates
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
@@ -214,6 +215,10 @@ class PredicatesPlugin(Plugin):
         ssn.add(P.PREDICATE, _Callback(self))
         ssn.add(P.PRE_PREDICATE, self.pre_predicate)
         ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
+        self.dra: DraAllocator | None = None
+        if self.opts.dra:
+            self.dra = DraAllocator(ssn)
+            ssn.add_event_handler(EventHandler(self.dra.on_allocate, self.dra.on_deallocate))
         register_simulation(ssn, self)
 
     def on_allocate(self, task: TaskInfo) -> None:
@@ -237,7 +242,15 @@ class PredicatesPlugin(Plugin):
         # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
         self._gone.add(id(task))
 
+    def on_session_close(self, ssn: Session) -> None:
+        if self.dra is not None:
+            self.dra.report(ssn)
+
     def pre_predicate(self, task: TaskInfo) -> str | None:
+        if self.dra is not None and has_claims(task.pod):
+            err = self.dra.pre_predicate(task)
+            if err is not None:
+                return err
         if self._gone or self.topo.hidden:
             self.topo.hidden = set(self._gone)
         if self.opts.node_affinity and node_names_conflict(task.pod):
@@ -249,6 +262,8 @@ class PredicatesPlugin(Plugin):
         pod = task.pod
         if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
             return False
+        if self.dra is not None and has_claims(pod):
+            return False  # devices one task takes change what the others see on shared slices
         if self.opts.pod_affinity:
             if _required_terms(pod, anti=False) or _required_terms(pod, anti=True):
                 return False
@@ -285,6 +300,11 @@ class PredicatesPlugin(Plugin):
             self._inter_pod(task, idx, alive, failures)
         if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
             self._spread(pod, idx, alive, failures)
+        if self.dra is not None and has_claims(pod) and alive.any():
+            for f in self.dra.failures(task, idx[alive]):
+                mask = np.zeros(len(idx), dtype=bool)
+                mask[np.flatnonzero(alive)[f.mask]] = True
+                failures.append(Failure(mask, f.reason, f.code))
         return failures
 
     def passes_row(self, task: TaskInfo, i: int) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.types import Vote
@@ -25,7 +26,20 @@ class PriorityPlugin(Plugin):
         ssn.add(P.TASK_ORDER, _by_priority)
         ssn.add(P.JOB_ORDER, _by_priority)
         ssn.add(P.PREEMPTABLE, self.preemptable)
+        ssn.add(P.UNIFIED_EVICTABLE, self.unified_evictable)
         ssn.add(P.JOB_STARVING, _starving)
+
+    def unified_evictable(self, ctx: EvictionContext, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Gang reclaim is about fairness between queues, so priority lets every candidate go; gang
+        preempt may take only tasks of jobs below the preemptor job's priority."""
+        if ctx.kind is EvictionKind.GANG_RECLAIM:
+            return candidates, Vote.PERMIT
+        victims = []
+        for t in candidates:
+            job = self.ssn.jobs.get(t.job)
+            if job is not None and job.priority < ctx.job.priority:
+                victims.append(t)
+        return victims, Vote.PERMIT
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         """Other jobs' tasks of lower job priority; within the job, tasks of lower pod priority."""

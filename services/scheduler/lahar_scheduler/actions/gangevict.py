@@ -1,0 +1,277 @@
+"""What gangpreempt and gangreclaim share (Volcano's actions/utils and the two actions' loops).
+
+Both work a whole starving job at a time instead of one task: the job's pending tasks form one
+need; victims come in bundles of other jobs (bundles.py), taken in rank order until the
+domain's idle plus releasing plus what the bundles hold covers the need; then a dry run evicts
+those victims and pipelines every pending task inside the domain, and is kept only if the job
+ends pipelined.  Statements commit per job, only when it is pipelined, as in preempt and reclaim.
+
+Domains are hyper-nodes in Volcano.  Lahar has no HyperNodes yet, so the one domain is the whole
+cluster (Volcano's cluster-top hyper-node fallback), and a job with a hard network topology gets
+none (Volcano gives it only the gradients the network-topology plugin returns).  Sub-jobs are
+not modelled either: a job is its single sub-job, as in Volcano without a sub-group policy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+import numpy as np
+
+from lahar.api.resource import Dim, Resource
+from lahar_scheduler.actions.allocate import best_of_gradients
+from lahar_scheduler.actions.args import typed
+from lahar_scheduler.actions.base import Action
+from lahar_scheduler.actions.bundles import Bundle, BundleType, apply_allowed, flatten, job_bundles, total_resreq
+from lahar_scheduler.actions.evictutil import fits_rows, preempt_nodes
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
+from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.types import PREEMPTABLE_KEY, TaskStatus
+
+if TYPE_CHECKING:
+    from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import IntArray
+    from lahar_scheduler.framework.session import Session
+    from lahar_scheduler.framework.statement import Statement
+
+S = TaskStatus
+CLUSTER_TOP = "<cluster-top-hypernode>"
+DEFAULT_MAX_DOMAINS = 8
+
+
+class GangEvictArgs(msgspec.Struct, forbid_unknown_fields=True):
+    max_domains: int = msgspec.field(default=DEFAULT_MAX_DOMAINS, name="maxDomains")
+    allow_whole_bundle: bool = msgspec.field(default=True, name="allowWholeBundle")
+
+
+def parse_args(raw: dict[str, object]) -> GangEvictArgs:
+    """Typed arguments; a maxDomains of 0 or less falls back to the default (Volcano warns)."""
+    args = typed(raw, GangEvictArgs)
+    if args.max_domains <= 0:
+        args.max_domains = DEFAULT_MAX_DOMAINS
+    return args
+
+
+# -- domains ----------------------------------------------------------------------------------------
+
+
+def pick_domains(gradients: list[list[str]], max_domains: int, fallback: str) -> list[str]:
+    """Hyper-node gradients flattened in order without repeats, at most ``max_domains``;
+    ``fallback`` when they name none."""
+    out: list[str] = []
+    for gradient in gradients:
+        for name in gradient:
+            if name in out:
+                continue
+            out.append(name)
+            if 0 < max_domains <= len(out):
+                return out
+    if not out and fallback:
+        out.append(fallback)
+    return out
+
+
+def hard_topology(job: JobInfo) -> bool:
+    spec = job.podgroup.spec.network_topology if job.podgroup is not None else None
+    # The PodGroup CRD defaults mode to hard.
+    return spec is not None and (spec.mode or "hard") == "hard"
+
+
+def candidate_domains(ssn: Session, job: JobInfo, max_domains: int) -> list[tuple[str, IntArray]]:
+    """(name, node rows) of each domain to look for victims in, best first."""
+    names = pick_domains([], max_domains, "" if hard_topology(job) else CLUSTER_TOP)
+    return [(name, ssn.candidate_nodes()) for name in names]
+
+
+# -- the preemptor's side ---------------------------------------------------------------------------
+
+
+def worksheet(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    """Pending tasks allocate would place, in task order (not gated, not BestEffort)."""
+    tasks = [t for t in job.tasks_in(S.PENDING) if not t.sch_gated and not t.resreq.is_empty()]
+    queue = PriorityQueue(ssn.task_order, tasks)
+    return [queue.pop() for _ in range(len(queue))]
+
+
+def total_init(tasks: list[TaskInfo]) -> Resource:
+    out = Resource()
+    for t in tasks:
+        out.add(t.init_resreq)
+    return out
+
+
+def gang_preemptable(job: JobInfo) -> bool:
+    """A victim job may lose tasks unless its PodGroup says ``volcano.sh/preemptable: false``
+    (unset means yes for the gang actions, unlike the pods' own default)."""
+    pg = job.podgroup
+    if pg is None:
+        return True
+    if PREEMPTABLE_KEY in pg.metadata.annotations or PREEMPTABLE_KEY in pg.metadata.labels:
+        return job.preemptable
+    return True
+
+
+def idle_and_releasing(ssn: Session, nodes: IntArray) -> Resource:
+    table = ssn.nodes
+    row = table.idle[nodes].sum(axis=0) + table.releasing[nodes].sum(axis=0)
+    return table.space.resource(row)
+
+
+# -- the dry run ------------------------------------------------------------------------------------
+
+
+def nomination_plan(
+    ssn: Session, queue: QueueInfo | None, job: JobInfo, nodes: IntArray, victims: list[TaskInfo], reason: str
+) -> Statement | None:
+    """Evict ``victims`` and pipeline the job's pending tasks within ``nodes``; the statement
+    (left applied) when the job is then pipelined, else None with the session as it was."""
+    tasks = worksheet(ssn, job)
+    if not tasks:
+        return None
+    plan = ssn.statement()
+    for victim in victims:
+        plan.evict(victim, reason)
+    trial = ssn.statement()
+    if not _pipeline_all(ssn, queue, job, tasks, nodes, trial, bool(victims)):
+        trial.discard()
+        plan.discard()
+        return None
+    plan.merge(trial)
+    if not ssn.call(P.JOB_PIPELINED, job):
+        plan.discard()
+        return None
+    return plan
+
+
+def _pipeline_all(
+    ssn: Session,
+    queue: QueueInfo | None,
+    job: JobInfo,
+    tasks: list[TaskInfo],
+    nodes: IntArray,
+    trial: Statement,
+    evicted: bool,
+) -> bool:
+    """Every task must find a node (idle fit first, then future idle, best score) or the trial fails."""
+    for task in tasks:
+        if queue is not None and not ssn.call(P.ALLOCATABLE, queue, task):
+            return False
+        if ssn.call(P.PRE_PREDICATE, task) is not None:
+            return False
+        rows = np.intersect1d(preempt_nodes(ssn, task), nodes)
+        rows = rows[fits_rows(task, ssn.nodes.future[rows])]
+        if not len(rows):
+            return False
+        now = fits_rows(task, ssn.nodes.idle[rows])
+        best = best_of_gradients(ssn, task, (rows[now], rows[~now]))
+        if best is None:
+            return False
+        trial.pipeline(task, ssn.node_list[best].name, evicted)
+    return len(trial) > 0 and (ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job))
+
+
+# -- the actions ------------------------------------------------------------------------------------
+
+
+class GangEvictAction(Action):
+    """The loop both actions share; subclasses say which tasks are candidates and how to rank."""
+
+    kind: EvictionKind
+
+    def execute(self, ssn: Session) -> None:
+        self.args = parse_args(self.arguments)
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
+        seen: set[str] = set()
+        starving: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
+                continue
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            if queue.uid not in seen:
+                seen.add(queue.uid)
+                queues.push(queue)
+            if ssn.call(P.JOB_STARVING, job):
+                starving.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
+        while not queues.empty():
+            queue = queues.pop()
+            if not self.queue_may_evict(ssn, queue):
+                continue
+            jobs = starving.get(queue.uid)
+            while jobs is not None and not jobs.empty():
+                self.for_job(ssn, queue, jobs.pop())
+
+    def for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
+        stmt = ssn.statement()
+        self.evict_in_domains(ssn, stmt, queue, job)
+        if ssn.call(P.JOB_PIPELINED, job):
+            if stmt.has_evictions():
+                ssn.decision(job).verdicts[self.name] = "evicted bundles of other jobs"
+                ssn.result.stats.evicting_commit(self.name)
+            stmt.commit()
+        else:
+            stmt.discard()
+            placed = job.ready_num() + job.waiting_num()
+            ssn.note(
+                job,
+                f"{self.name}: starving ({placed} of minMember {job.min_available} placed), no domain where "
+                "evicting whole bundles of other jobs makes room for all its pending tasks",
+            )
+
+    def evict_in_domains(self, ssn: Session, stmt: Statement, queue: QueueInfo, job: JobInfo) -> None:
+        pending = worksheet(ssn, job)
+        if not pending or not self.job_may_evict(ssn, queue, pending):
+            return
+        need = total_init(pending)
+        for domain, nodes in candidate_domains(ssn, job, self.args.max_domains):
+            if not len(nodes):
+                continue
+            bundles = self.domain_bundles(ssn, job, need, domain, nodes)
+            if not bundles:
+                continue
+            idle = idle_and_releasing(ssn, nodes)
+            victims: list[TaskInfo] = []
+            for bundle in bundles:
+                victims.extend(bundle.tasks)
+                if not need.less_equal(idle.clone().add(total_resreq(victims)), Dim.ZERO):
+                    continue
+                plan = nomination_plan(ssn, queue, job, nodes, list(victims), self.name)
+                if plan is not None:
+                    stmt.merge(plan)
+                    return
+
+    def domain_bundles(self, ssn: Session, job: JobInfo, need: Resource, domain: str, nodes: IntArray) -> list[Bundle]:
+        """Candidates grouped by victim job into bundles, ranked, filtered by the plugins'
+        ``unified_evictable`` (whole bundles all or nothing), ranked again."""
+        by_job: dict[str, list[TaskInfo]] = {}
+        for i in nodes.tolist():
+            for t in ssn.node_list[i].tasks.values():
+                victim_job = ssn.jobs.get(t.job)
+                if victim_job is not None and self.candidate(ssn, job, t, victim_job) and gang_preemptable(victim_job):
+                    by_job.setdefault(t.job, []).append(t)
+        bundles = [b for uid, tasks in by_job.items() for b in job_bundles(ssn.jobs[uid], tasks)]
+        if not bundles:
+            return []
+        self.rank(ssn, job, bundles, need)
+        allowed = ssn.call(P.UNIFIED_EVICTABLE, EvictionContext(self.kind, job, domain), flatten(bundles))
+        if not allowed:
+            return []
+        valid = apply_allowed(bundles, {t.uid for t in allowed})
+        self.rank(ssn, job, valid, need)
+        return [b for b in valid if b.type is BundleType.SAFE or self.args.allow_whole_bundle]
+
+    # -- what the two actions differ in -------------------------------------------------------------
+    def queue_may_evict(self, ssn: Session, queue: QueueInfo) -> bool:
+        return True
+
+    def job_may_evict(self, ssn: Session, queue: QueueInfo, pending: list[TaskInfo]) -> bool:
+        return True
+
+    def candidate(self, ssn: Session, job: JobInfo, task: TaskInfo, victim_job: JobInfo) -> bool:
+        raise NotImplementedError
+
+    def rank(self, ssn: Session, job: JobInfo, bundles: list[Bundle], need: Resource) -> None:
+        raise NotImplementedError
