@@ -141,14 +141,14 @@ class _Replica:
         from prometheus_client import CollectorRegistry
 
         from lahar.adapters.connect import connect_nats
-        from lahar.adapters.mirror import Mirror
+        from lahar.adapters.mirror import LOAD_READ_SIZE, Mirror
         from lahar.wire.access import owned_streams
         from lahar.wire.names import Names
         from lahar_scheduler.service import ConfSource, SchedulerService
 
         names = Names(PREFIX)
         nc = await connect_nats(self.urls.nats, ca=self.urls.nats_ca, role="scheduler")
-        rc = aioredis.from_url(self.urls.redis)
+        rc = aioredis.from_url(self.urls.redis, socket_read_size=LOAD_READ_SIZE)  # as the service's
         self._closers = [nc.close, rc.aclose]
         mirror = Mirror(rc, names.redis_prefix)
         svc = self.svc = SchedulerService(
