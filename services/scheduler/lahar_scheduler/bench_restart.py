@@ -129,8 +129,9 @@ class _Replica:
 
     def __init__(self, urls: Urls, identity: str) -> None:
         self.urls, self.identity = urls, identity
-        self.mirror_read = self.first_session = 0.0
-        self.binds = self.messages = 0
+        self.mirror_read = 0.0
+        self.sessions: list[tuple[float, float, int]] = []  # (start, seconds, binds) of each session
+        self.messages = 0
         self.stop = asyncio.Event()
         self.svc: Any = None
         self.task: asyncio.Task[None] | None = None
@@ -177,9 +178,7 @@ class _Replica:
             # The session and its messages (in the service's worker thread); publishing follows.
             t0 = time.perf_counter()
             out = decide(*args)
-            if not self.first_session:
-                self.first_session = time.perf_counter() - t0
-                self.binds = len(out[0].binds)
+            self.sessions.append((t0, time.perf_counter() - t0, len(out[0].binds)))
             return out
 
         async def counted_publish(batch: list[Any]) -> None:
@@ -187,6 +186,14 @@ class _Replica:
             await publish(batch)
 
         mirror.load, svc._decide, svc._publish = timed_load, timed_decide, counted_publish
+
+    def first_session(self, since: float = 0.0) -> tuple[float, int]:
+        """The seconds and binds of the first session that started after ``since``."""
+        return next(((took, binds) for start, took, binds in self.sessions if start >= since), (0.0, 0))
+
+    @property
+    def leads(self) -> bool:
+        return self.svc is not None and self.svc.is_leader
 
     async def close(self) -> None:
         self.stop.set()
@@ -229,8 +236,8 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None, takeov
                 profiler.stop()
                 _write_profile(profiler, profile or "")
             got.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            got.mirror_read_seconds, got.first_session_seconds = leader.mirror_read, leader.first_session
-            got.binds_first_session, got.messages_first_session = leader.binds, leader.messages
+            got.mirror_read_seconds, got.messages_first_session = leader.mirror_read, leader.messages
+            got.first_session_seconds, got.binds_first_session = leader.first_session()
             if takeover:
                 await _takeover(leader, standby, watch_nc.jetstream(), consumer, names, got)
     finally:
@@ -241,22 +248,24 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None, takeov
     return got
 
 
-async def _takeover(leader: _Replica, standby: _Replica, js: Any, consumer: Any, names: Any, got: Timings) -> None:
-    """Start the standby, let it load and follow; drain the work queue (as binders would); stop
-    the leader; time until the standby's first decision."""
+async def _takeover(first: _Replica, second: _Replica, js: Any, consumer: Any, names: Any, got: Timings) -> None:
+    """Start a second replica, let it load and follow; drain the work queue (as binders would);
+    stop whichever replica leads then (on a busy machine the first can lose its lease to the
+    second); time until the other one's first decision."""
     from lahar.adapters.bus import stream_messages
 
-    await standby.start()
-    await standby.svc.ready.wait()
-    await _until(standby.svc.campaigning.is_set)
+    await second.start()
+    await second.svc.ready.wait()
+    await _until(lambda: second.svc.campaigning.is_set() and (first.leads or second.leads))
     while await stream_messages(js, names.decisions_stream):
         await _drain(consumer)
+    leader, standby = (first, second) if first.leads else (second, first)
     loads, old = standby.svc.follower.loads, leader.svc.fence
     stopped = time.perf_counter()
     await leader.close()
     await _first(consumer, after=old)  # the old leader's last decisions are acknowledged on the way
     got.takeover_seconds_to_first_decision = time.perf_counter() - stopped
-    got.takeover_first_session_seconds = standby.first_session
+    got.takeover_first_session_seconds = standby.first_session(stopped)[0]
     got.takeover_reloads = standby.svc.follower.loads - loads
 
 
@@ -337,7 +346,7 @@ def run(cfg: RestartConfig) -> dict[str, Any]:
         t0 = time.perf_counter()
         counts = uvloop.run(populate(urls, cfg))
         populate_seconds = time.perf_counter() - t0
-        ctx = multiprocessing.get_context(_START_METHOD)
+        ctx: Any = multiprocessing.get_context(_START_METHOD)
         out = ctx.Queue()
         child = ctx.Process(target=_child, args=(urls, cfg, out), daemon=True)
         child.start()
