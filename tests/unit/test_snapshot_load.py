@@ -113,3 +113,17 @@ def test_the_load_leaves_the_collector_as_it_found_it() -> None:
     assert gc.isenabled()
     assert len(view.snapshot.tasks) == 30 and len(view.snapshot.nodes) == 4
     gc.unfreeze()
+
+
+def test_the_load_leaves_its_objects_frozen() -> None:
+    cluster = build(4, 30, 10)
+    state = MirrorState(1, "s", {k: dict(v) for k, v in cluster.objects.items()}, 1)
+    view = LiveView()
+    gc.collect()
+    view.load(state, 0.0)
+    try:
+        # every task made by the load is in the permanent generation, none waits in generation 0
+        assert gc.get_freeze_count() > 0
+        assert gc.get_count()[0] < 100
+    finally:
+        gc.unfreeze()

@@ -45,7 +45,10 @@ def register(sub: Any) -> None:
     r.add_argument("--pending", type=int, default=1000, help="of those, pods waiting in gangs of 10")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--timeout", type=float, default=120.0, help="seconds the scheduler may take")
-    r.add_argument("--profile", help="write a pyinstrument profile of the measured start to this HTML file")
+    r.add_argument("--profile", help="write a pyinstrument profile of the measured start to this file (.txt: text)")
+    r.add_argument(
+        "--no-takeover", dest="takeover", action="store_false", help="do not time a standby's takeover afterwards"
+    )
     r.add_argument("--output", choices=("text", "json"), default="text")
     r.set_defaults(handler=bench_restart)
     # Benchmarks of other parts register themselves here when their modules provide register_bench.
@@ -160,7 +163,9 @@ def bench_restart(args: argparse.Namespace) -> int:
     if args.pending < 1 or args.pending > args.pods:
         print("lahar bench restart: --pending: must be between 1 and --pods", file=sys.stderr)
         return 2
-    report = run(RestartConfig(args.nodes, args.pods, args.pending, args.seed, args.timeout, args.profile))
+    report = run(
+        RestartConfig(args.nodes, args.pods, args.pending, args.seed, args.timeout, args.profile, args.takeover)
+    )
     if args.output == "json":
         print(json.dumps(report))
         return 0
@@ -171,6 +176,12 @@ def bench_restart(args: argparse.Namespace) -> int:
         f"first session {report['first_session_seconds']} s ({report['binds_first_session']} binds); "
         f"peak RSS {report['peak_rss_bytes'] / 2**20:.0f} MiB"
     )
+    if args.takeover:
+        print(
+            f"standby takeover: first decision {report['takeover_seconds_to_first_decision']} s after the leader "
+            f"stopped (its first session {report['takeover_first_session_seconds']} s, "
+            f"{report['takeover_reloads']} reloads)"
+        )
     return 0
 
 
