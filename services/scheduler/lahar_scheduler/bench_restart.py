@@ -255,8 +255,8 @@ async def _takeover(first: _Replica, second: _Replica, js: Any, consumer: Any, n
     from lahar.adapters.bus import stream_messages
 
     await second.start()
-    await second.svc.ready.wait()
-    await _until(lambda: second.svc.campaigning.is_set() and (first.leads or second.leads))
+    while not (second.svc.ready.is_set() and second.svc.campaigning.is_set() and (first.leads or second.leads)):
+        await _drain(consumer)  # a leader re-elected meanwhile settles only once the queue is empty
     while await stream_messages(js, names.decisions_stream):
         await _drain(consumer)
     leader, standby = (first, second) if first.leads else (second, first)
@@ -267,11 +267,6 @@ async def _takeover(first: _Replica, second: _Replica, js: Any, consumer: Any, n
     got.takeover_seconds_to_first_decision = time.perf_counter() - stopped
     got.takeover_first_session_seconds = standby.first_session(stopped)[0]
     got.takeover_reloads = standby.svc.follower.loads - loads
-
-
-async def _until(check: Any) -> None:
-    while not check():
-        await asyncio.sleep(0.05)  # polling a flag the service sets
 
 
 async def _drain(consumer: Any) -> None:

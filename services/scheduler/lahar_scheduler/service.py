@@ -215,8 +215,11 @@ class SchedulerService:
         await ensure_streams(self.js, self.names, own=self.own, need=need)
 
     # -- the snapshot: mirror and deltas (through the follower, with snapshot_lock held) ---------
-    def _load(self, state: MirrorState) -> None:
-        loaded = self.view.load(state, self.clock())
+    async def _load(self, state: MirrorState) -> None:
+        # In a worker thread, as sessions: at 50,000 pods the load takes seconds, and meanwhile
+        # the event loop must keep renewing the lease (a restarting leader lost it during its
+        # own load, then waited for a new election and its settling) and the connections alive.
+        loaded = await asyncio.to_thread(self.view.load, state, self.clock())
         self.metrics.resyncs.inc()
         for kind, key, why in loaded.skipped or []:
             self.metrics.bad.labels("object").inc()
