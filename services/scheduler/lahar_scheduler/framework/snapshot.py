@@ -188,13 +188,12 @@ class Snapshot:
         # Pods outside any job still hold node resources (no group annotation).
         self.others: dict[str, TaskInfo] = {}
         placed: list[tuple[NodeInfo, TaskInfo]] = []
+        made = 0
         for pod, shape in zip(pods, shapes, strict=True):
-            self._upsert_pod(pod, shape, placed)
-        # The node sums of every placed task at once (a pod listed twice keeps its last task).
-        self._table.add_tasks([(n, t) for n, t in placed if self._task_of(t.key) is t])
-
-    def _task_of(self, key: str) -> TaskInfo | None:
-        return self.tasks.get(key) or self.others.get(key)
+            made += self._upsert_pod(pod, shape, placed) is not None
+        if len(self.tasks) + len(self.others) < made:  # a pod listed twice: its last task counts
+            placed = [(n, t) for n, t in placed if (self.tasks.get(t.key) or self.others.get(t.key)) is t]
+        self._table.add_tasks(placed)  # the node sums of every placed task at once
 
     # -- resource quotas -------------------------------------------------------------------
     def upsert_quota(self, rq: ResourceQuota) -> None:
