@@ -380,6 +380,10 @@ class SchedulerService:
 
     async def _unsettled(self) -> str:
         """Why the new epoch must still wait, or ""."""
+        if not self.ready.is_set():
+            # Checked first, locally: while the snapshot loads (seconds, in a worker thread) the
+            # NATS requests below, 20 a second, would only take the interpreter from the load.
+            return "the snapshot is not loaded from the mirror yet"
         try:
             older = await stream_messages(self.js, self.names.decisions_stream)
         except (nats.errors.Error, TimeoutError) as exc:
