@@ -127,3 +127,33 @@ def test_the_load_leaves_its_objects_frozen() -> None:
         assert gc.get_count()[0] < 100
     finally:
         gc.unfreeze()
+
+
+async def test_a_leader_publishes_binds_and_evictions_before_the_statuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a start every PodGroup's status is sent again (5,000 at 5,000 PodGroups): binders
+    must not wait for those to be queued before the first bind leaves."""
+    from prometheus_client import CollectorRegistry
+
+    from lahar.adapters.bus import Outgoing
+    from lahar.wire.names import Names
+    from lahar_scheduler import service
+
+    sent: list[list[str]] = []
+
+    async def publish_batch(js: object, batch: list[Outgoing]) -> list[int]:
+        sent.append([m.subject.rsplit(".", 1)[1] for m in batch])
+        return list(range(len(batch)))
+
+    monkeypatch.setattr(service, "publish_batch", publish_batch)
+    names = Names("t")
+    svc = service.SchedulerService(
+        None,
+        None,
+        None,
+        names,
+        CollectorRegistry(),
+        service.ConfSource(None),  # type: ignore[arg-type]
+    )
+    kinds = ["podgroup", "bind", "queue", "evict", "podstatus", "bind"]
+    await svc._publish([Outgoing(names.decision_subject(k), b"{}") for k in kinds])
+    assert sent == [["bind", "evict", "bind"], ["podgroup", "queue", "podstatus"]]
