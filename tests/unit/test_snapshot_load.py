@@ -146,13 +146,13 @@ async def test_a_leader_publishes_binds_and_evictions_before_the_statuses(monkey
 
     monkeypatch.setattr(service, "publish_batch", publish_batch)
     names = Names("t")
-    svc = service.SchedulerService(
+    svc = service.SchedulerService(  # no connections: only _publish runs
         None,
         None,
         None,
         names,
         CollectorRegistry(),
-        service.ConfSource(None),  # type: ignore[arg-type]
+        service.ConfSource(None),
     )
     kinds = ["podgroup", "bind", "queue", "evict", "podstatus", "bind"]
     await svc._publish([Outgoing(names.decision_subject(k), b"{}") for k in kinds])
