@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/lahar bench controller --jobs 1000 --pods-per-job 10
 	$(BIN)/lahar bench preempt --nodes 5000 --pending 5000
 	$(BIN)/lahar bench subgroups --pods 1000
+	$(BIN)/lahar bench restart --nodes 5000 --pods 50000
 
 # Every fault scenario on the whole system (about 15 minutes); `lahar chaos --fast` runs the few
 # that `make test` also runs.

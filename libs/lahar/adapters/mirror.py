@@ -82,6 +82,11 @@ return 1
 """
 
 
+# The socket read size for a client that loads the whole mirror (a scheduler's restart reads
+# ~150 MB at 50,000 pods): redis-py's 64 KiB default costs twice the CPU of 1 MiB reads there.
+LOAD_READ_SIZE = 1 << 20
+
+
 class MirrorError(Exception):
     """A write the mirror refused; the writer must stop or rebuild."""
 
@@ -171,7 +176,7 @@ class Mirror:
         for kind in kinds:
             pipe.hgetall(objects_key(self.prefix, kind))
         got = await pipe.execute()
-        objects = {kind: {_text(k): v for k, v in raw.items()} for kind, raw in zip(kinds, got[3:], strict=True)}
+        objects = {kind: _keyed(raw) for kind, raw in zip(kinds, got[3:], strict=True)}
         return MirrorState(int(got[0] or 0), _text(got[1] or b""), objects, int(got[2] or 0))
 
     async def identity(self) -> tuple[str, int]:
@@ -192,6 +197,14 @@ class Mirror:
     async def keys(self, kind: str) -> set[str]:
         raw = await self.redis.hkeys(objects_key(self.prefix, kind))
         return {_text(k) for k in raw}
+
+
+def _keyed(raw: dict[bytes, bytes]) -> dict[str, bytes]:
+    """A hash's fields as text; the decoding runs in C (a restart reads 50,000 pods' keys)."""
+    if not raw:
+        return {}
+    text = bytes.decode if isinstance(next(iter(raw)), bytes) else str
+    return dict(zip(map(text, raw), raw.values(), strict=True))
 
 
 def _text(value: bytes | str) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api.codec import DecodeError, decode_json_as
+import msgspec
+
+from lahar.api.codec import DecodeError, dec_hook, decode_json_as
 from lahar.api.objects import (
     DeviceClass,
     HyperNode,
@@ -22,6 +24,7 @@ from lahar.api.objects import (
     ResourceSlice,
 )
 from lahar.api.podresources import pod_resource_causes
+from lahar.api.quantity import Quantity
 from lahar.wire.messages import Delta
 from lahar_scheduler.framework.snapshot import Snapshot
 from lahar_scheduler.framework.types import TaskStatus
@@ -52,20 +55,62 @@ class Change:
     relevant: bool = False  # anything the scheduler reads
 
 
+class _Quantities:
+    """The decode hook for quantities: one shared ``Quantity`` per distinct text (a cluster has
+    few: every pod of a job asks the same), and whether a negative one went by, so the full
+    check of a pod's resource lists runs only for a pod that can fail it."""
+
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.known: dict[Any, Quantity] = {}
+        self.negative = False
+
+    def hook(self, typ: type, obj: Any) -> Any:
+        if typ is not Quantity:
+            return dec_hook(typ, obj)
+        q = self.known.get(obj) if isinstance(obj, str) else None
+        if q is not None:
+            return q
+        q = dec_hook(typ, obj)  # raises on what is not a quantity: the slow path names it
+        if q.amount < 0:
+            self.negative = True  # never kept: every pod that carries one is checked
+        elif isinstance(obj, str):
+            if len(self.known) >= self.MAX:
+                self.known.clear()
+            self.known[obj] = q
+        return q
+
+
+_quantities = _Quantities()
+_decoders = {kind: msgspec.json.Decoder(typ, dec_hook=_quantities.hook) for kind, typ in _TYPES.items()}
+
+
 def decode(delta: Delta) -> Any:
     """The typed object a delta carries, or a ``DecodeError`` naming the field.  A pod with a
     negative request, limit or overhead is a ``DecodeError`` too: counted as it says, it would
     free room on its node."""
-    typ = _TYPES.get(delta.kind)
-    if typ is None or not delta.has_object:
+    if delta.kind not in _decoders or not delta.has_object:
         return None
-    prefix = f"{delta.kind}/{delta.key}"
-    obj = decode_json_as(bytes(delta.obj), typ, prefix)
-    if isinstance(obj, Pod):
+    return decode_raw(delta.kind, delta.key, delta.obj)
+
+
+def decode_raw(kind: str, key: str, raw: bytes | msgspec.Raw) -> Any:
+    """``decode`` for an object's JSON as the mirror holds it (None for a kind not read)."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        return None
+    _quantities.negative = False
+    try:
+        obj = decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        # The slow path, for its error that names the field.
+        obj = decode_json_as(bytes(raw), _TYPES[kind], f"{kind}/{key}")
+    if _quantities.negative and isinstance(obj, Pod):
         causes = pod_resource_causes(obj.spec)
         if causes:
             field, why = causes[0]
-            raise DecodeError(f"{prefix}.{field}", why)
+            raise DecodeError(f"{kind}/{key}.{field}", why)
     return obj
 
 

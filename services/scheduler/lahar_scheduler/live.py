@@ -9,6 +9,7 @@ read (each gets a condition saying why, from whichever replica leads).
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from lahar.api.codec import DecodeError
 from lahar.api.objects import AllocationResult
 from lahar.wire.messages import NO_OBJECT, Binds, Delta, Result
 from lahar_scheduler.assumptions import Assumptions, Effect
-from lahar_scheduler.deltas import Change, apply_delta, decode
+from lahar_scheduler.deltas import Change, apply_delta, decode, decode_raw
 from lahar_scheduler.framework.devices import card_use
 from lahar_scheduler.framework.snapshot import DraObjects, Snapshot
 from lahar_scheduler.framework.types import TaskStatus
@@ -67,19 +68,42 @@ class LiveView:
     # -- the mirror --------------------------------------------------------------------------
     def load(self, state: MirrorState, now: float) -> Loaded:
         """Replace the snapshot with the mirror's objects; one unreadable object never stops the
-        load: it is skipped and reported."""
+        load: it is skipped and reported.
+
+        The load makes a few million objects that live as long as the snapshot.  The cyclic
+        garbage collector would scan the growing heap again and again meanwhile (it took 40% of
+        a load at 50,000 pods), and then once more, whole, in the first session; so it is paused
+        during the load, and what exists after it is frozen (``gc.freeze``: never scanned, still
+        freed by reference counting).  A reload unfreezes first, and collects once after, so
+        the old snapshot's cycles (nodes and their table) are not kept frozen forever."""
+        reload = bool(self.snapshot.tasks or self.snapshot.node_objects)
+        collecting = gc.isenabled()
+        gc.unfreeze()
+        gc.disable()
+        try:
+            loaded = self._load(state, now)
+            if reload:
+                gc.collect()
+            # Frozen before the collector is on again: its first automatic pass would otherwise
+            # scan every object the load made (seconds at 50,000 pods).
+            gc.freeze()
+        finally:
+            if collecting:
+                gc.enable()
+        return loaded
+
+    def _load(self, state: MirrorState, now: float) -> Loaded:
         decoded: dict[str, list[Any]] = {k: [] for k in KINDS}
         assumed = self.snapshot.dra.assumed
         skipped: list[tuple[str, str, str]] = []
         self.invalid.clear()
         for kind, held in state.objects.items():
             for key, raw in held.items():
-                delta = Delta(kind=kind, op="ADDED", key=key, rv="", obj=msgspec.Raw(raw))
                 try:
-                    obj = decode(delta)
+                    obj = decode_raw(kind, key, raw)
                 except Exception as exc:  # any failure to read one object: skip it, say why
                     skipped.append((kind, key, str(exc)))
-                    if kind == "pods" and not _has_node(delta):
+                    if kind == "pods" and not _has_node(raw):
                         self._mark_invalid(key, str(exc))
                     continue
                 if obj is not None:
@@ -122,7 +146,7 @@ class LiveView:
             if delta.kind == "pods":
                 namespace, _, name = delta.key.rpartition("/")
                 self.snapshot.delete_pod(namespace, name)
-                if not _has_node(delta):
+                if not _has_node(delta.obj):
                     self._mark_invalid(delta.key, str(exc))
             raise
         change = apply_delta(self.snapshot, delta, obj)
@@ -223,8 +247,8 @@ class _Placed(msgspec.Struct):
     spec: _NodeName = msgspec.field(default_factory=_NodeName)
 
 
-def _has_node(delta: Delta) -> bool:
+def _has_node(raw: bytes | msgspec.Raw) -> bool:
     try:
-        return bool(msgspec.json.decode(delta.obj, type=_Placed).spec.nodeName)
+        return bool(msgspec.json.decode(raw, type=_Placed).spec.nodeName)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from msgspec import Meta
 
 from lahar.adapters.connect import connect_nats
-from lahar.adapters.mirror import Mirror
+from lahar.adapters.mirror import LOAD_READ_SIZE, Mirror
 from lahar.service import ServiceContext
 from lahar.service.bus import BusSettings
 from lahar.wire.access import owned_streams
@@ -41,7 +41,7 @@ async def main(ctx: ServiceContext[SchedulerSettings]) -> None:
         max_reconnect_attempts=-1,
     )
     js = nc.jetstream()
-    rc = aioredis.from_url(opts.redis_url)
+    rc = aioredis.from_url(opts.redis_url, socket_read_size=LOAD_READ_SIZE)
     svc = SchedulerService(
         nc,
         js,

@@ -184,6 +184,7 @@ class SchedulerService:
         self._applied: collections.Counter[str] = collections.Counter()  # deltas by kind, this batch
         self._results_sub: Any = None
         self.results: asyncio.Queue[Msg] = asyncio.Queue()
+        self._work_subjects = frozenset(names.decision_subject(kind) for kind in ("bind", "evict"))
 
     @property
     def snapshot(self) -> Any:
@@ -214,8 +215,11 @@ class SchedulerService:
         await ensure_streams(self.js, self.names, own=self.own, need=need)
 
     # -- the snapshot: mirror and deltas (through the follower, with snapshot_lock held) ---------
-    def _load(self, state: MirrorState) -> None:
-        loaded = self.view.load(state, self.clock())
+    async def _load(self, state: MirrorState) -> None:
+        # In a worker thread, as sessions: at 50,000 pods the load takes seconds, and meanwhile
+        # the event loop must keep renewing the lease (a restarting leader lost it during its
+        # own load, then waited for a new election and its settling) and the connections alive.
+        loaded = await asyncio.to_thread(self.view.load, state, self.clock())
         self.metrics.resyncs.inc()
         for kind, key, why in loaded.skipped or []:
             self.metrics.bad.labels("object").inc()
@@ -376,6 +380,10 @@ class SchedulerService:
 
     async def _unsettled(self) -> str:
         """Why the new epoch must still wait, or ""."""
+        if not self.ready.is_set():
+            # Checked first, locally: while the snapshot loads (seconds, in a worker thread) the
+            # NATS requests below, 20 a second, would only take the interpreter from the load.
+            return "the snapshot is not loaded from the mirror yet"
         try:
             older = await stream_messages(self.js, self.names.decisions_stream)
         except (nats.errors.Error, TimeoutError) as exc:
@@ -452,8 +460,15 @@ class SchedulerService:
     async def _publish(self, batch: list[Outgoing]) -> None:
         """Publish a session's decisions.  If that fails, what was assumed stays assumed (some
         messages may have been stored): their deadlines, or the binders' reports, settle them."""
+        # Binds and evictions first, on their own: binders can start on them while the status
+        # writes are still queued (after a start, every PodGroup's status is sent again: at
+        # 5,000 PodGroups, queuing those took seconds before the first bind left).
+        work = [m for m in batch if m.subject in self._work_subjects]
+        rest = [m for m in batch if m.subject not in self._work_subjects]
         try:
-            await publish_batch(self.js, batch)
+            for part in (work, rest):
+                if part:
+                    await publish_batch(self.js, part)
         except Exception as exc:
             self.metrics.publish_failures.inc()
             self.sent = Sent()  # statuses that were not written are written again next time

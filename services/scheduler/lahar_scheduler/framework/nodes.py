@@ -190,6 +190,40 @@ class NodeTable:
         self.row_version[i] += 1
         self.changes.append(i)
 
+    def add_tasks(self, placed: list[tuple[NodeInfo, TaskInfo]]) -> None:
+        """``add_task`` for many tasks at once (a snapshot's build): the same sums, in the same
+        order (``np.add.at`` adds row by row as the loop would), one vector operation per array
+        instead of a dozen small ones per task."""
+        width = self.alloc.shape[1]
+        if not placed or any(len(t.res_vec) != width for _, t in placed):
+            for node, task in placed:
+                self.add_task(node, task)
+            return
+        idx = np.fromiter((node.index for node, _ in placed), dtype=np.intp, count=len(placed))
+        res = np.stack([t.res_vec for _, t in placed])
+        piped = np.fromiter((t.status == TaskStatus.PIPELINED for _, t in placed), dtype=bool, count=len(placed))
+        held = ~piped
+        releasing = np.fromiter((t.status == TaskStatus.RELEASING for _, t in placed), dtype=bool, count=len(placed))
+        np.add.at(self.pipelined, idx[piped], res[piped])
+        np.subtract.at(self.future, idx[piped], res[piped])
+        np.add.at(self.releasing, idx[releasing], res[releasing])
+        counted = held & ~releasing  # releasing tasks still count as used, but as future room too
+        np.subtract.at(self.future, idx[counted], res[counted])
+        np.add.at(self.used, idx[held], res[held])
+        np.subtract.at(self.idle, idx[held], res[held])
+        scored = [k for k, (_, t) in enumerate(placed) if not t.unscored]
+        if scored:
+            np.add.at(self.requested, idx[scored], np.stack([placed[k][1].init_vec for k in scored]))
+            np.add.at(self.nonzero, idx[scored], np.stack([_nonzero(placed[k][1]) for k in scored]))
+        np.add.at(self.pod_count, idx, 1)
+        np.add.at(self.row_version, idx, 1)
+        for node, task in placed:
+            if task.cards is not None and task.status not in _NO_CARDS:
+                self.devices.add(node.index, task.uid, task.cards, task.job)
+            node.tasks[task.uid] = task
+        self.generation += len(placed)
+        self.changes.extend(idx.tolist())
+
     def remove_task(self, node: NodeInfo, task: TaskInfo) -> None:
         """NodeInfo.RemoveTask: undo ``add_task`` for the task's current status."""
         i = node.index

@@ -37,7 +37,7 @@ from lahar.api.resource import Resource
 from lahar_scheduler.framework.devices import DeviceRequest, card_use, device_request
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_requests
-from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeTable, ResourceSpace
+from lahar_scheduler.framework.nodes import FloatArray, IntArray, NodeInfo, NodeTable, ResourceSpace
 from lahar_scheduler.framework.reservation import Reservation
 from lahar_scheduler.framework.types import GROUP_NAME_ANNOTATION, TERMINAL_STATUSES, TaskStatus
 
@@ -211,8 +211,8 @@ class Snapshot:
         for node in nodes:
             names.update(node.status.allocatable)
         seen: set[bytes] = set()
-        for pod in pods:  # the resource dimensions pods request, one pod of each shape
-            shape = _shape_key(pod)
+        shapes = [_shape_key(pod) for pod in pods]
+        for pod, shape in zip(pods, shapes, strict=True):  # the resource dimensions pods request
             if shape not in seen:
                 seen.add(shape)
                 names.update(pod_requests(pod)[1].scalars)
@@ -247,8 +247,13 @@ class Snapshot:
         self.tasks: dict[str, TaskInfo] = {}
         # Pods outside any job still hold node resources (no group annotation).
         self.others: dict[str, TaskInfo] = {}
-        for pod in pods:
-            self.upsert_pod(pod)
+        placed: list[tuple[NodeInfo, TaskInfo]] = []
+        made = 0
+        for pod, shape in zip(pods, shapes, strict=True):
+            made += self._upsert_pod(pod, shape, placed) is not None
+        if len(self.tasks) + len(self.others) < made:  # a pod listed twice: its last task counts
+            placed = [(n, t) for n, t in placed if (self.tasks.get(t.key) or self.others.get(t.key)) is t]
+        self._table.add_tasks(placed)  # the node sums of every placed task at once
 
     # -- resource quotas -------------------------------------------------------------------
     def upsert_quota(self, rq: ResourceQuota) -> None:
@@ -397,8 +402,14 @@ class Snapshot:
         """Add or replace a pod's task.  What a task derives from the pod's spec (requests, their
         vectors, its template key) is shared by every pod of the same shape: the pods of one job,
         and one pod across its bind and phase changes."""
+        return self._upsert_pod(pod, _shape_key(pod), None)
+
+    def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
+        """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
+        listed there for one ``NodeTable.add_tasks`` instead of being added alone."""
         key = _pod_key(pod)
-        self.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        if key in self.tasks or key in self.others:
+            self.delete_pod(pod.metadata.namespace, pod.metadata.name)
         group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
         ours = self._is_ours(pod)
         if not pod.spec.node_name and not ours:
@@ -407,7 +418,6 @@ class Snapshot:
         # annotation it is a task of that job (Volcano takes the job from the annotation whatever
         # the scheduler name), so it counts toward minMember, readiness and the PodGroup phase.
         job_id = f"{pod.metadata.namespace}/{group}" if group else ""
-        shape = _shape_key(pod)
         known = self._shapes.get(shape)
         if known is not None and len(known.res_vec) == len(self.space):
             task = TaskInfo(pod, job_id, known.resreq, known.init_resreq, known.nonzero_vec)
@@ -444,7 +454,10 @@ class Snapshot:
             self.others[key] = task
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.status not in TERMINAL_STATUSES:
-            self._table.add_task(node, task)
+            if placed is None:
+                self._table.add_task(node, task)
+            else:
+                placed.append((node, task))
         return task
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
