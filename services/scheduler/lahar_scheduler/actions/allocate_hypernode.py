@@ -7,12 +7,31 @@ ready or pipelined, the best by ``hypernode_order`` is replayed for real.  A low
 is never passed over for a higher one.  A job placed in no HyperNode gets a reason naming each
 tier and HyperNode tried.  (Sub-group policies are not split into sub-jobs: the job is its one
 default sub-job, which carries the job's networkTopology, as Volcano builds it.)
+
+Doing every dry run costs a full allocation per candidate HyperNode, so the search does less while
+choosing the same HyperNode:
+
+- HyperNode scores do not depend on the dry runs (each is discarded before scoring), so when the
+  ``hypernode_order`` callbacks can bound a candidate's score in advance, candidates are dry-run
+  best bound first and the search stops once no remaining bound can beat the best plan found.
+  Only a gradient where a plan was found stops early, so a refusal still lists every HyperNode.
+- A dry run from the same state gives the same plan, so within one job's search each HyperNode
+  is dry-run once (a tier-2 search retries the leaves the tier-1 gradient already tried).
+- A plan returned by a dry run is ready or pipelined (allocate_job discards anything else), so it
+  is not replayed once more just to ask that again.
+
+For this to choose exactly what the exhaustive search chooses, nothing a skipped dry run would
+have left behind may matter: each dry run breaks node-score ties with a random stream of its own
+(drawn from the session's once per job), and the job's fit errors, its tasks' last placements and
+the decision's record are set from the plan chosen (or, on a refusal, the last HyperNode tried),
+not from whichever dry run happened to run last.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,16 +39,24 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.hypernodes import CLUSTER_TOP
 from lahar_scheduler.framework.statement import Op
 from lahar_scheduler.framework.topology import JobTopology, gradients, hypernode_scores
+from lahar_scheduler.framework.types import TaskStatus
 from lahar_scheduler.framework.why import Why
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.allocate import AllocateAction
+    from lahar_scheduler.framework.fiterrors import FitErrors
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
     from lahar_scheduler.framework.pq import PriorityQueue
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
 PLUGIN = "network-topology-aware"
+# False: dry-run every candidate (the equivalence tests compare both ways).
+PRUNE = True
+# Bounds are compared with this slack so rounding never skips a candidate that ties.
+_SLACK = 1e-9
+
+Last = tuple["TaskInfo", TaskStatus | None, str]
 
 
 @dataclass
@@ -40,6 +67,18 @@ class Plan:
     left: PriorityQueue[TaskInfo]
     allocated: str  # the job's allocated HyperNode after it
     score: float = 0.0
+    placing: str = ""  # topo.placing after the dry run
+    origin: str = ""  # the HyperNode it was dry-run in
+
+
+@dataclass
+class Trial:
+    """What one dry run left behind, so it can be reused and its traces restored."""
+
+    plan: Plan | None
+    fit_errors: dict[str, FitErrors]
+    lasts: list[Last]
+    outcome: str = ""  # the decision's outcome it left
 
 
 @dataclass
@@ -50,6 +89,20 @@ class Tried:
     first: dict[str, str] = field(default_factory=dict)  # what stopped the dry run there
 
 
+@dataclass
+class Search:
+    """One job's HyperNode search: the dry runs done so far and the random streams they use."""
+
+    action: AllocateAction
+    job: JobInfo
+    queue: QueueInfo
+    topo: JobTopology
+    seed: int
+    tried: Tried = field(default_factory=Tried)
+    trials: dict[str, Trial] = field(default_factory=dict)
+    last: Trial | None = None  # the last dry run in the exhaustive order
+
+
 def allocate_in_hypernodes(
     action: AllocateAction,
     ssn: Session,
@@ -58,22 +111,13 @@ def allocate_in_hypernodes(
     tasks: PriorityQueue[TaskInfo],
     topo: JobTopology,
 ) -> Statement | None:
-    tried = Tried()
+    search = Search(action, job, queue, topo, ssn.rng.getrandbits(64))
     for gradient in gradients(ssn, job, topo, CLUSTER_TOP):
-        plans: dict[str, Plan] = {}
-        for hypernode in gradient:
-            job.reset_fit_errors()
-            plan = _subjob(action, ssn, job, queue, tasks.clone(), topo, hypernode, tried)
-            if plan is None:
-                continue
-            stmt = _replay(ssn, plan)
-            if ssn.call(P.JOB_READY, job) or ssn.call(P.JOB_PIPELINED, job):
-                plans[hypernode] = plan
-            stmt.discard()
-        if not plans:
+        found = _best_in_gradient(ssn, search, tasks, gradient)
+        if found is None:
             continue
-        best = max(plans, key=lambda h: (plans[h].score, -gradient.index(h)))
-        plan = plans[best]
+        best, plan = found
+        _settle(ssn, search, plan, gradient)
         stmt = _replay(ssn, plan)
         tasks.assign(plan.left)  # the job's worksheet goes on from where the plan left it
         decision = ssn.decision(job)
@@ -81,58 +125,98 @@ def allocate_in_hypernodes(
         decision.verdicts[PLUGIN] = f"placed in hypernode {best} (tier {ssn.hypernodes.tier(best)})"
         if ssn.call(P.JOB_READY, job):
             topo.allocated = plan.allocated
+        else:
+            decision.outcome = "pipelined"
         return stmt
-    ssn.explain(job, lambda: refusal(ssn, job, topo, tried))
+    if search.last is not None:
+        _restore(ssn, job, search.last)
+    ssn.explain(job, lambda: refusal(ssn, job, topo, search.tried))
     return None
 
 
-def _subjob(
-    action: AllocateAction,
-    ssn: Session,
-    job: JobInfo,
-    queue: QueueInfo,
-    tasks: PriorityQueue[TaskInfo],
-    topo: JobTopology,
-    hypernode: str,
-    tried: Tried,
-) -> Plan | None:
+def _best_in_gradient(
+    ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], gradient: list[str]
+) -> tuple[str, Plan] | None:
+    """The best plan of one gradient, by (score, earlier in the gradient)."""
+    bounds = _bounds(ssn, search.job, gradient) if PRUNE else None
+    order = list(range(len(gradient)))
+    if bounds is not None:
+        order.sort(key=lambda k: (-bounds[k], k))
+    best: tuple[float, int, Plan] | None = None
+    for k in order:
+        if best is not None and bounds is not None and bounds[k] + _SLACK * (1 + abs(bounds[k])) < best[0]:
+            break  # sorted by bound: nothing after this can beat the best either
+        search.job.reset_fit_errors()
+        plan = _subjob(ssn, search, tasks, gradient[k])
+        if plan is None:
+            continue
+        if best is None or (plan.score, -k) > (best[0], -best[1]):
+            best = (plan.score, k, plan)
+    return None if best is None else (gradient[best[1]], best[2])
+
+
+def _bounds(ssn: Session, job: JobInfo, gradient: list[str]) -> list[float] | None:
+    """Per candidate, a bound on the score its plan can get (the best score of any HyperNode
+    under it); None when some ``hypernode_order`` callback offers no ``score_bound``."""
+    callbacks: list[Any] = ssn.callbacks(P.HYPERNODE_ORDER)
+    if not all(hasattr(fn, "score_bound") for fn in callbacks):
+        return None
+    total = np.zeros(len(gradient))
+    for fn in callbacks:
+        total += np.asarray(fn.score_bound(job, gradient), dtype=float)
+    return [float(b) for b in total]
+
+
+def _subjob(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Plan | None:
     """allocateForSubJob: the job's own gradients inside ``hypernode``, best plan of the first
     gradient that has one."""
-    for gradient in gradients(ssn, job, topo, hypernode):
+    job = search.job
+    for gradient in gradients(ssn, job, search.topo, hypernode):
         plans: dict[str, Plan] = {}
         for inner in gradient:
             job.reset_fit_errors()
-            plan = _try(action, ssn, job, queue, tasks.clone(), topo, inner, tried)
+            plan = _try(ssn, search, tasks, inner)
             if plan is not None and plan.ops:
                 plans[inner] = plan
         if not plans:
             continue
         scores = hypernode_scores(ssn, job, list(plans))
         best = max(plans, key=lambda h: (scores[h], -gradient.index(h)))
-        plans[best].score = scores[best]
-        plans[best].allocated = ssn.hypernodes.lca(topo.allocated, best)
-        return plans[best]
+        chosen = plans[best]
+        # A fresh Plan: the same trial may be chosen again under another parent.
+        return Plan(
+            chosen.ops,
+            chosen.left,
+            ssn.hypernodes.lca(search.topo.allocated, best),
+            scores[best],
+            chosen.placing,
+            chosen.origin,
+        )
     return None
 
 
-def _try(
-    action: AllocateAction,
-    ssn: Session,
-    job: JobInfo,
-    queue: QueueInfo,
-    tasks: PriorityQueue[TaskInfo],
-    topo: JobTopology,
-    hypernode: str,
-    tried: Tried,
-) -> Plan | None:
-    """allocateResourcesForTasks on the nodes of one HyperNode, then undone (a dry run)."""
+def _try(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Plan | None:
+    """allocateResourcesForTasks on the nodes of one HyperNode, then undone (a dry run); done
+    once per HyperNode per search, later asks restore what it left."""
+    trial = search.trials.get(hypernode)
+    if trial is None:
+        trial = search.trials[hypernode] = _dry_run(ssn, search, tasks.clone(), hypernode)
+    else:
+        _restore(ssn, search.job, trial)
+    search.last = trial
+    return trial.plan
+
+
+def _dry_run(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Trial:
     from lahar_scheduler.actions.allocate import Within
 
+    job, topo, tried = search.job, search.topo, search.tried
     tree = ssn.hypernodes
     rows = tree.rows(ssn.nodes)[hypernode]
+    decision = ssn.decision(job)
     if not len(rows):
         tried.placed[hypernode] = (0, len(tasks))
-        return None
+        return Trial(None, dict(job.fit_errors), [], decision.outcome)
     mask = np.zeros(len(ssn.node_list), dtype=bool)
     mask[rows] = True
     topo.placing = topo.allocated
@@ -144,21 +228,56 @@ def _try(
         if leaf:
             topo.placing = tree.lca(topo.placing, leaf)
 
+    pending = list(job.tasks_in(TaskStatus.PENDING))
     total = len(tasks)
-    decision = ssn.decision(job)
-    # A dry run's reasons are per HyperNode: kept for the refusal, not as the job's own.
+    # A dry run's reasons are per HyperNode: kept for the refusal, not as the job's own; nor are
+    # the nodes it chose the job's.
     kept, decision.why = decision.why, None
-    stmt = action.allocate_job(ssn, job, queue, tasks, Within(rows, mask, placed))
+    chosen, decision.chosen = decision.chosen, dict(decision.chosen)
+    # Ties between nodes are broken by this HyperNode's own stream (see the module's docstring).
+    rng, ssn.rng = ssn.rng, random.Random(f"{search.seed}/{hypernode}")
+    try:
+        stmt = search.action.allocate_job(ssn, job, search.queue, tasks, Within(rows, mask, placed))
+    finally:
+        ssn.rng = rng
     if decision.why is not None:
         tried.first[hypernode] = decision.why.summary
-    decision.why = kept
+    decision.why, decision.chosen = kept, chosen
     if stmt is None:
         tried.placed[hypernode] = (count[0], total)
-        return None
+        return Trial(None, dict(job.fit_errors), _lasts(pending), decision.outcome)
     ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
     tried.placed[hypernode] = (len(ops), total)
     stmt.discard()
-    return Plan(ops, tasks, topo.allocated)
+    plan = Plan(ops, tasks, topo.allocated, placing=topo.placing, origin=hypernode)
+    return Trial(plan, dict(job.fit_errors), _lasts(pending), decision.outcome)
+
+
+def _lasts(tasks: list[TaskInfo]) -> list[Last]:
+    return [(t, t.last_status, t.last_node) for t in tasks]
+
+
+def _restore(ssn: Session, job: JobInfo, trial: Trial) -> None:
+    """Leave the job as that dry run left it: its fit errors, its tasks' last placements and the
+    decision's outcome."""
+    job.fit_errors = dict(trial.fit_errors)
+    ssn.decision(job).outcome = trial.outcome
+    for task, status, node in trial.lasts:
+        task.last_status, task.last_node = status, node
+
+
+def _settle(ssn: Session, search: Search, plan: Plan, gradient: list[str]) -> None:
+    """Before the chosen plan is replayed: the job as its own dry run left it (the replay's
+    discard of old marked its tasks as placed where the plan puts them)."""
+    job = search.job
+    _restore(ssn, job, search.trials[plan.origin])
+    for op, task, node in plan.ops:
+        task.last_status = TaskStatus.ALLOCATED if op is Op.ALLOCATE else TaskStatus.PIPELINED
+        task.last_node = node
+    search.topo.placing = plan.placing
+    rows = ssn.hypernodes.rows(ssn.nodes)
+    decision = ssn.decision(job)
+    decision.nodes_considered = max(decision.nodes_considered, max(len(rows[h]) for h in gradient))
 
 
 def _replay(ssn: Session, plan: Plan) -> Statement:
@@ -169,7 +288,6 @@ def _replay(ssn: Session, plan: Plan) -> Statement:
         else:
             stmt.pipeline(task, node, False)
     return stmt
-
 
 def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
     """Why a job with a networkTopology was placed in no HyperNode, tier by tier."""

@@ -121,10 +121,14 @@ class NetworkTopologyAwarePlugin(Plugin):
             t: np.where(col >= 0, np.array([self.index[n] for n in tree.by_tier[t]], dtype=np.intp)[col], -1)
             for t, col in member.items()
         }
+        # Each node row's lowest-tier HyperNode (index into self.names), -1 for none.
+        self.leaf_row = self._leaf_rows(np.arange(len(table), dtype=np.intp))
         self.min_tier, self.max_tier = tree.tiers[0], tree.tiers[-1]
         self.placed: dict[int, list[int]] = {}
+        self._near: dict[str, FloatArray] = {}  # per allocated HyperNode, the tier score of each
+        self._under: dict[str, IntArray] = {}  # per HyperNode, it and every HyperNode below it
         ssn.add(P.HYPERNODE_GRADIENT, self.hypernode_gradient)
-        ssn.add(P.HYPERNODE_ORDER, self.hypernode_order)
+        ssn.add(P.HYPERNODE_ORDER, _HyperNodeOrder(self))
         ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
@@ -207,10 +211,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- hypernode_order ----------------------------------------------------------------------------
     def hypernode_order(self, job: JobInfo, candidates: list[str]) -> dict[str, float]:
-        request: dict[str, float] = {}
-        for task in job.tasks.values():
-            for name in task.resreq.names():
-                request[name] = request.get(name, 0.0) + task.resreq.get(name)
+        request = _job_request(job)
         hns = np.array([self.index[c] for c in candidates], dtype=np.intp)
         scores = self._binpack(hns, request)
         best = np.flatnonzero(scores == scores.max()) if len(scores) else np.zeros(0, dtype=np.intp)
@@ -219,6 +220,40 @@ class NetworkTopologyAwarePlugin(Plugin):
             for k in best:
                 scores[k] += self._task_share(candidates[k], job)
         return {c: MAX_NODE_SCORE * self.args.weight * float(s) for c, s in zip(candidates, scores, strict=True)}
+
+    def score_bound(self, job: JobInfo, candidates: list[str]) -> FloatArray:
+        """Per candidate, a score ``hypernode_order`` cannot exceed for it or for any HyperNode
+        under it, whatever the other candidates: its binpack score plus the whole tie bonus."""
+        every = np.arange(len(self.names), dtype=np.intp)
+        best = self._binpack(every, _job_request(job)) + self._shares(job)
+        per = np.array([best[self._subtree(c)].max() for c in candidates])
+        return MAX_NODE_SCORE * self.args.weight * per
+
+    def _subtree(self, hypernode: str) -> IntArray:
+        got = self._under.get(hypernode)
+        if got is None:
+            names, stack = [], [hypernode]
+            while stack:
+                name = stack.pop()
+                if name in self.index and self.index[name] not in names:
+                    names.append(self.index[name])
+                    stack.extend(self.tree.infos[name].children)
+            got = self._under[hypernode] = np.array(names, dtype=np.intp)
+        return got
+
+    def _shares(self, job: JobInfo) -> FloatArray:
+        """Per HyperNode, the share of the job's tasks on its nodes (``_task_share`` for all)."""
+        out = np.zeros(len(self.names))
+        if not job.tasks:
+            return out
+        by_name = self.ssn.nodes.by_name
+        for t in job.tasks.values():
+            node = by_name.get(t.node_name) if t.node_name else None
+            if node is not None:
+                for col in self.node_hn.values():
+                    if col[node.index] >= 0:
+                        out[col[node.index]] += 1
+        return out / len(job.tasks)
 
     def _task_share(self, hypernode: str, job: JobInfo) -> float:
         if not job.tasks:
@@ -251,9 +286,11 @@ class NetworkTopologyAwarePlugin(Plugin):
                 continue
             hn = col[idx]
             present = hn >= 0
-            per_hn = self._binpack(np.unique(hn[present]), request) if present.any() else np.zeros(0)
-            lookup = dict(zip(np.unique(hn[present]).tolist(), per_hn.tolist(), strict=True))
-            total += w * np.array([lookup[h] if h >= 0 else 1.0 for h in hn.tolist()])
+            per_node = np.ones(len(idx))
+            if present.any():
+                uniq, inverse = np.unique(hn[present], return_inverse=True)
+                per_node[present] = self._binpack(uniq, request)[inverse]
+            total += w * per_node
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
     def _near_allocated(self, task: TaskInfo, topo: JobTopology, idx: IntArray) -> FloatArray:
@@ -262,16 +299,24 @@ class NetworkTopologyAwarePlugin(Plugin):
         allocated = topo.placing
         if not allocated:
             return np.zeros(len(idx))
-        leaf = self._leaf_rows(idx)
-        per_leaf = {h: self._tier_score(self.names[h], allocated) if h >= 0 else 0.0 for h in set(leaf.tolist())}
-        scores = np.array([per_leaf[h] for h in leaf.tolist()])
+        leaf = self.leaf_row[idx]
+        # Index -1 (no HyperNode) reads the appended 0.
+        scores = self._near_scores(allocated)[leaf]
         top = np.flatnonzero(scores == scores.max())
         if len(top) > 1:
             job = self.ssn.jobs.get(task.job)
             if job is not None:
-                share = {h: self._task_share(self.names[h], job) if h >= 0 else 0.0 for h in set(leaf[top].tolist())}
-                scores[top] += np.array([share[h] for h in leaf[top].tolist()])
+                shares = np.append(self._shares(job), 0.0)
+                scores[top] += shares[leaf[top]]
         return scores
+
+    def _near_scores(self, allocated: str) -> FloatArray:
+        """The tier score of every HyperNode against ``allocated`` (then a 0 for "none")."""
+        got = self._near.get(allocated)
+        if got is None:
+            got = np.array([*(self._tier_score(n, allocated) for n in self.names), 0.0])
+            self._near[allocated] = got
+        return got
 
     def _leaf_rows(self, idx: IntArray) -> IntArray:
         """Each node's lowest-tier HyperNode (index into self.names), -1 for none."""
@@ -293,6 +338,29 @@ class NetworkTopologyAwarePlugin(Plugin):
         if self.min_tier <= tier <= self.max_tier:
             return (self.max_tier - tier) / (self.max_tier - self.min_tier)
         return 0.0
+
+
+def _job_request(job: JobInfo) -> dict[str, float]:
+    """The sum of every task's request: what the job would add to a HyperNode."""
+    request: dict[str, float] = {}
+    for task in job.tasks.values():
+        for name in task.resreq.names():
+            request[name] = request.get(name, 0.0) + task.resreq.get(name)
+    return request
+
+
+class _HyperNodeOrder:
+    """The HyperNodeOrderFn, with ``score_bound`` so allocate can try the likeliest HyperNodes
+    first and stop when no other can score higher."""
+
+    def __init__(self, plugin: NetworkTopologyAwarePlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, job: JobInfo, candidates: list[str]) -> dict[str, float]:
+        return self.plugin.hypernode_order(job, candidates)
+
+    def score_bound(self, job: JobInfo, candidates: list[str]) -> FloatArray:
+        return self.plugin.score_bound(job, candidates)
 
 
 def search_root(tree: HyperNodeTree, available: str, highest_tier: int, allocated: str) -> str | None:
