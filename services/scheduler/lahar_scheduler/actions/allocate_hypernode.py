@@ -143,16 +143,24 @@ def _best_in_gradient(
     if bounds is not None:
         order.sort(key=lambda k: (-bounds[k], k))
     best: tuple[float, int, Plan] | None = None
+    last: dict[int, Trial | None] = {}
     for k in order:
         if best is not None and bounds is not None and bounds[k] + _SLACK * (1 + abs(bounds[k])) < best[0]:
             break  # sorted by bound: nothing after this can beat the best either
         search.job.reset_fit_errors()
         plan = _subjob(ssn, search, tasks, gradient[k])
+        last[k] = search.last
         if plan is None:
             continue
         if best is None or (plan.score, -k) > (best[0], -best[1]):
             best = (plan.score, k, plan)
-    return None if best is None else (gradient[best[1]], best[2])
+    if best is None:
+        # Every candidate was tried: the job is left as the exhaustive order's last dry run left it.
+        search.last = last.get(len(gradient) - 1, search.last)
+        if search.last is not None:
+            _restore(ssn, search.job, search.last)
+        return None
+    return gradient[best[1]], best[2]
 
 
 def _bounds(ssn: Session, job: JobInfo, gradient: list[str]) -> list[float] | None:
@@ -288,6 +296,7 @@ def _replay(ssn: Session, plan: Plan) -> Statement:
         else:
             stmt.pipeline(task, node, False)
     return stmt
+
 
 def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
     """Why a job with a networkTopology was placed in no HyperNode, tier by tier."""

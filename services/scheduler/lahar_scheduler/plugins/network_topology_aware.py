@@ -276,6 +276,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         """Σ over tiers of fading^(tier-1) × the node's HyperNode binpack score there (1 for a
         node in no HyperNode of the tier), over Σ of the tier weights."""
         request = {n: task.resreq.get(n) for n in task.resreq.names()}
+        # Every HyperNode's score at once, then a 1 for "in no HyperNode of the tier" (index -1).
+        every = np.append(self._binpack(np.arange(len(self.names), dtype=np.intp), request), 1.0)
         total, weight_sum = np.zeros(len(idx)), 0.0
         for tier in range(self.min_tier, self.max_tier + 1):
             w = math.pow(self.args.normal_pod_fading, tier - 1)
@@ -284,13 +286,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             if col is None:
                 total += w
                 continue
-            hn = col[idx]
-            present = hn >= 0
-            per_node = np.ones(len(idx))
-            if present.any():
-                uniq, inverse = np.unique(hn[present], return_inverse=True)
-                per_node[present] = self._binpack(uniq, request)[inverse]
-            total += w * per_node
+            total += w * every[col[idx]]
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
     def _near_allocated(self, task: TaskInfo, topo: JobTopology, idx: IntArray) -> FloatArray:
