@@ -140,12 +140,52 @@ def test_the_search_stops_after_the_best_leaf() -> None:
     tried: list[str] = []
     real = allocate_hypernode._dry_run
 
-    def spy(ssn: Any, search: Any, tasks: Any, hn: str) -> Any:
+    def spy(ssn: Any, search: Any, hn: str) -> Any:
         tried.append(hn)
-        return real(ssn, search, tasks, hn)
+        return real(ssn, search, hn)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(allocate_hypernode, "_dry_run", spy)
         result = run_session(snapshot(objs), CONF)
     assert len(result.binds) == 2 and {n.split("-")[0] for _, n in result.binds} == {"s0"}
     assert tried == ["s0"]
+
+
+def test_a_leaf_too_small_for_the_gang_is_not_dry_run_unless_the_job_is_refused() -> None:
+    # Volcano allocate_test.go TestAllocateWithNetWorkTopologies case "hard network topology
+    # constrain, can allocate job when multi hyperNodes are available", with s0 fragmented: the
+    # HyperNode binpack prefers s0 (its 6 cpu would be full), but its two 3-cpu nodes take one
+    # 2-cpu gang member each, not 3, so only s1 is dry-run.  Refused (a gang of 9), both are
+    # dry-run and both are listed.
+    def cluster(members: int) -> list[Any]:
+        objs: list[Any] = [queue("qa", 1)]
+        for leaf, cpu in (("s0", "3"), ("s1", "8")):
+            names = [f"{leaf}-n1", f"{leaf}-n2"]
+            objs += [node(n, cpu=cpu, memory="16Gi") for n in names]
+            objs.append(hypernode(leaf, 1, nodes=names))
+        objs.append(hypernode("s2", 2, hypernodes=["s0", "s1"]))
+        spec = {"mode": "hard", "highestTierAllowed": 1}
+        objs.append(podgroup("g", queue="qa", min_member=members, network_topology=spec))
+        objs += [pod(f"g-{t}", group="g", cpu="2", memory="1Gi") for t in range(members)]
+        return objs
+
+    tried: list[str] = []
+    real = allocate_hypernode._dry_run
+
+    def spy(ssn: Any, search: Any, hn: str) -> Any:
+        tried.append(hn)
+        return real(ssn, search, hn)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(allocate_hypernode, "_dry_run", spy)
+        placed = run_session(snapshot(cluster(3)), CONF)
+        assert {n.split("-")[0] for _, n in placed.binds} == {"s1"} and tried == ["s1"]
+        tried.clear()
+        refused = run_session(snapshot(cluster(9)), CONF)
+    assert not refused.binds and sorted(tried) == ["s0", "s1"]
+    why = refused.decisions["default/g"].why
+    assert why is not None
+    assert [d.split(" (")[0] for d in why.details] == [
+        "tier 1 hypernode s0: 2 of 9 pending tasks fit, 9 needed",
+        "tier 1 hypernode s1: 8 of 9 pending tasks fit, 9 needed",
+    ]

@@ -77,8 +77,8 @@ class Trial:
 
     plan: Plan | None
     fit_errors: dict[str, FitErrors]
-    lasts: list[Last]
-    outcome: str = ""  # the decision's outcome it left
+    lasts: list[Last]  # the last placements it gave the tasks it touched
+    outcome: str | None = None  # the decision's outcome it set, None if it set none
 
 
 @dataclass
@@ -97,10 +97,16 @@ class Search:
     job: JobInfo
     queue: QueueInfo
     topo: JobTopology
+    tasks: PriorityQueue[TaskInfo]  # the job's worksheet, cloned for each dry run
     seed: int
     tried: Tried = field(default_factory=Tried)
     trials: dict[str, Trial] = field(default_factory=dict)
-    last: Trial | None = None  # the last dry run in the exhaustive order
+    base: list[Last] = field(default_factory=list)  # the pending tasks' last placements before
+    sequence: list[str] = field(default_factory=list)  # dry runs of failed gradients, exhaustive order
+    current: list[str] = field(default_factory=list)  # dry runs asked for by the candidate at hand
+    skipped: list[str] = field(default_factory=list)  # doomed, not dry-run (yet)
+    room: np.ndarray | None = None  # per node row, how many of the job's tasks fit at most
+    need: int = 0  # how many more tasks a plan must place
 
 
 def allocate_in_hypernodes(
@@ -111,9 +117,12 @@ def allocate_in_hypernodes(
     tasks: PriorityQueue[TaskInfo],
     topo: JobTopology,
 ) -> Statement | None:
-    search = Search(action, job, queue, topo, ssn.rng.getrandbits(64))
+    search = Search(action, job, queue, topo, tasks, ssn.rng.getrandbits(64))
+    search.base = _lasts(list(job.tasks_in(TaskStatus.PENDING)))
+    if PRUNE:
+        search.room, search.need = _room(ssn, action, job), _still_needed(ssn, job)
     for gradient in gradients(ssn, job, topo, CLUSTER_TOP):
-        found = _best_in_gradient(ssn, search, tasks, gradient)
+        found = _best_in_gradient(ssn, search, gradient)
         if found is None:
             continue
         best, plan = found
@@ -128,37 +137,37 @@ def allocate_in_hypernodes(
         else:
             decision.outcome = "pipelined"
         return stmt
-    if search.last is not None:
-        _restore(ssn, job, search.last)
+    # A refusal names every HyperNode with what its dry run placed: run the doomed ones too, and
+    # leave the job as the exhaustive order's dry runs left it, one after the other.
+    for hypernode in search.skipped:
+        if hypernode not in search.trials:
+            search.trials[hypernode] = _dry_run(ssn, search, hypernode)
+    _restore(ssn, search, [search.trials[h] for h in search.sequence])
     ssn.explain(job, lambda: refusal(ssn, job, topo, search.tried))
     return None
 
 
-def _best_in_gradient(
-    ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], gradient: list[str]
-) -> tuple[str, Plan] | None:
+def _best_in_gradient(ssn: Session, search: Search, gradient: list[str]) -> tuple[str, Plan] | None:
     """The best plan of one gradient, by (score, earlier in the gradient)."""
     bounds = _bounds(ssn, search.job, gradient) if PRUNE else None
     order = list(range(len(gradient)))
     if bounds is not None:
         order.sort(key=lambda k: (-bounds[k], k))
     best: tuple[float, int, Plan] | None = None
-    last: dict[int, Trial | None] = {}
+    asked: dict[int, list[str]] = {}
     for k in order:
         if best is not None and bounds is not None and bounds[k] + _SLACK * (1 + abs(bounds[k])) < best[0]:
             break  # sorted by bound: nothing after this can beat the best either
-        search.job.reset_fit_errors()
-        plan = _subjob(ssn, search, tasks, gradient[k])
-        last[k] = search.last
+        search.current = asked[k] = []
+        plan = _subjob(ssn, search, gradient[k])
         if plan is None:
             continue
         if best is None or (plan.score, -k) > (best[0], -best[1]):
             best = (plan.score, k, plan)
     if best is None:
-        # Every candidate was tried: the job is left as the exhaustive order's last dry run left it.
-        search.last = last.get(len(gradient) - 1, search.last)
-        if search.last is not None:
-            _restore(ssn, search.job, search.last)
+        # Every candidate was tried: note their dry runs in the exhaustive order.
+        for k in range(len(gradient)):
+            search.sequence += asked.get(k, [])
         return None
     return gradient[best[1]], best[2]
 
@@ -175,15 +184,68 @@ def _bounds(ssn: Session, job: JobInfo, gradient: list[str]) -> list[float] | No
     return [float(b) for b in total]
 
 
-def _subjob(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Plan | None:
+def _still_needed(ssn: Session, job: JobInfo) -> int:
+    """How many more tasks a plan must place: at least one (a plan with no operations is not
+    kept), and up to minMember when the gang plugin's verdicts decide readiness (its ready and
+    pipelined both count ready + waiting + best-effort tasks against minMember)."""
+    from lahar_scheduler.plugins.gang import _job_pipelined, _job_ready
+
+    pipelined = [tier for tier in ssn.chain(P.JOB_PIPELINED) if tier]
+    if _job_ready not in ssn.callbacks(P.JOB_READY) or not pipelined or _job_pipelined not in pipelined[0]:
+        return 1
+    placed = job.waiting_num() + job.ready_num() + job.pending_best_effort
+    return max(1, job.min_available - placed)
+
+
+def _room(ssn: Session, action: AllocateAction, job: JobInfo) -> np.ndarray | None:
+    """Per node row, at most how many of the job's pending tasks a dry run can place there:
+    none where no task passes the predicates, else as many of the smallest request as fit
+    future idle.  Exact as a bound: a dry run places a task only where its request fits
+    future idle (which each placement lowers by the task's request) and the predicates pass
+    (cached verdicts are of local predicates, which only fail more as nodes fill).  None when
+    verdicts may not be cached.  The job's pending tasks hold the worksheet's (more tasks only
+    loosen the bound)."""
+    pending = [t for t in job.tasks_in(TaskStatus.PENDING) if not t.resreq.is_empty()]
+    if not pending:
+        return None
+    table = ssn.nodes
+    allowed = np.zeros(len(table), dtype=bool)
+    for task in {t.template_key: t for t in pending}.values():
+        got = action.caches.feasible(task)
+        if got is None:
+            return None
+        allowed[got[0]] = True
+        allowed[got[1]] = True
+    cols = set(pending[0].fit_cols.tolist())
+    for t in pending[1:]:
+        cols &= set(t.fit_cols.tolist())
+    smallest = np.min(np.array([t.res_vec for t in pending]), axis=0)
+    bounded = [c for c in sorted(cols) if smallest[c] > 0]
+    room = np.full(len(table), len(pending), dtype=np.int64)
+    if bounded:
+        c = np.array(bounded, dtype=np.intp)
+        # m tasks fit only if m × smallest < future idle + 0.1 (slack: rounding never lowers it)
+        fits = np.floor((table.future[:, c] + 0.1) / smallest[c] + 1e-6).min(axis=1)
+        room = np.minimum(room, np.clip(fits, 0, None).astype(np.int64))
+    return np.where(allowed, room, 0)
+
+
+def _doomed(ssn: Session, search: Search, hypernode: str) -> bool:
+    """True where the job can become neither ready nor pipelined (see ``_room``)."""
+    if search.room is None:
+        return False
+    rows = ssn.hypernodes.rows(ssn.nodes)[hypernode]
+    return min(int(search.room[rows].sum()), len(search.tasks)) < search.need
+
+
+def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:
     """allocateForSubJob: the job's own gradients inside ``hypernode``, best plan of the first
     gradient that has one."""
     job = search.job
     for gradient in gradients(ssn, job, search.topo, hypernode):
         plans: dict[str, Plan] = {}
         for inner in gradient:
-            job.reset_fit_errors()
-            plan = _try(ssn, search, tasks, inner)
+            plan = _try(ssn, search, inner)
             if plan is not None and plan.ops:
                 plans[inner] = plan
         if not plans:
@@ -203,28 +265,31 @@ def _subjob(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypern
     return None
 
 
-def _try(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Plan | None:
+def _try(ssn: Session, search: Search, hypernode: str) -> Plan | None:
     """allocateResourcesForTasks on the nodes of one HyperNode, then undone (a dry run); done
-    once per HyperNode per search, later asks restore what it left."""
+    once per HyperNode per search, and not at all (unless the job is refused) where doomed."""
+    search.current.append(hypernode)
     trial = search.trials.get(hypernode)
     if trial is None:
-        trial = search.trials[hypernode] = _dry_run(ssn, search, tasks.clone(), hypernode)
-    else:
-        _restore(ssn, search.job, trial)
-    search.last = trial
+        if _doomed(ssn, search, hypernode):
+            search.skipped.append(hypernode)
+            return None
+        trial = search.trials[hypernode] = _dry_run(ssn, search, hypernode)
     return trial.plan
 
 
-def _dry_run(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hypernode: str) -> Trial:
+def _dry_run(ssn: Session, search: Search, hypernode: str) -> Trial:
     from lahar_scheduler.actions.allocate import Within
 
     job, topo, tried = search.job, search.topo, search.tried
+    tasks = search.tasks.clone()
+    job.reset_fit_errors()
     tree = ssn.hypernodes
     rows = tree.rows(ssn.nodes)[hypernode]
     decision = ssn.decision(job)
     if not len(rows):
         tried.placed[hypernode] = (0, len(tasks))
-        return Trial(None, dict(job.fit_errors), [], decision.outcome)
+        return Trial(None, {}, [])
     mask = np.zeros(len(ssn.node_list), dtype=bool)
     mask[rows] = True
     topo.placing = topo.allocated
@@ -236,7 +301,12 @@ def _dry_run(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hyper
         if leaf:
             topo.placing = tree.lca(topo.placing, leaf)
 
+    # Which tasks it touches: the discard marks them (their last placement), unmarked is None.
     pending = list(job.tasks_in(TaskStatus.PENDING))
+    before = _lasts(pending)
+    for t in pending:
+        t.last_status = None
+    outcome, decision.outcome = decision.outcome, ""
     total = len(tasks)
     # A dry run's reasons are per HyperNode: kept for the refusal, not as the job's own; nor are
     # the nodes it chose the job's.
@@ -251,34 +321,47 @@ def _dry_run(ssn: Session, search: Search, tasks: PriorityQueue[TaskInfo], hyper
     if decision.why is not None:
         tried.first[hypernode] = decision.why.summary
     decision.why, decision.chosen = kept, chosen
+    plan = None
     if stmt is None:
         tried.placed[hypernode] = (count[0], total)
-        return Trial(None, dict(job.fit_errors), _lasts(pending), decision.outcome)
-    ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
-    tried.placed[hypernode] = (len(ops), total)
-    stmt.discard()
-    plan = Plan(ops, tasks, topo.allocated, placing=topo.placing, origin=hypernode)
-    return Trial(plan, dict(job.fit_errors), _lasts(pending), decision.outcome)
+    else:
+        ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
+        tried.placed[hypernode] = (len(ops), total)
+        stmt.discard()
+        plan = Plan(ops, tasks, topo.allocated, placing=topo.placing, origin=hypernode)
+    touched = [last for last in _lasts(pending) if last[1] is not None]
+    for t, status, node in before:
+        if t.last_status is None:
+            t.last_status, t.last_node = status, node
+    trial = Trial(plan, dict(job.fit_errors), touched, decision.outcome or None)
+    decision.outcome = outcome
+    return trial
 
 
 def _lasts(tasks: list[TaskInfo]) -> list[Last]:
     return [(t, t.last_status, t.last_node) for t in tasks]
 
 
-def _restore(ssn: Session, job: JobInfo, trial: Trial) -> None:
-    """Leave the job as that dry run left it: its fit errors, its tasks' last placements and the
-    decision's outcome."""
-    job.fit_errors = dict(trial.fit_errors)
-    ssn.decision(job).outcome = trial.outcome
-    for task, status, node in trial.lasts:
+def _restore(ssn: Session, search: Search, trials: list[Trial]) -> None:
+    """Leave the job as these dry runs, one after the other, left it: the last one's fit errors,
+    its tasks' last placements, the decision's outcome."""
+    decision = ssn.decision(search.job)
+    for task, status, node in search.base:
         task.last_status, task.last_node = status, node
+    for trial in trials:
+        for task, status, node in trial.lasts:
+            task.last_status, task.last_node = status, node
+        if trial.outcome is not None:
+            decision.outcome = trial.outcome
+    if trials:
+        search.job.fit_errors = dict(trials[-1].fit_errors)
 
 
 def _settle(ssn: Session, search: Search, plan: Plan, gradient: list[str]) -> None:
     """Before the chosen plan is replayed: the job as its own dry run left it (the replay's
     discard of old marked its tasks as placed where the plan puts them)."""
     job = search.job
-    _restore(ssn, job, search.trials[plan.origin])
+    _restore(ssn, search, [search.trials[plan.origin]])
     for op, task, node in plan.ops:
         task.last_status = TaskStatus.ALLOCATED if op is Op.ALLOCATE else TaskStatus.PIPELINED
         task.last_node = node
