@@ -189,3 +189,31 @@ def test_a_leaf_too_small_for_the_gang_is_not_dry_run_unless_the_job_is_refused(
         "tier 1 hypernode s0: 2 of 9 pending tasks fit, 9 needed",
         "tier 1 hypernode s1: 8 of 9 pending tasks fit, 9 needed",
     ]
+
+
+def test_a_refusal_dry_runs_only_the_first_doomed_hypernodes() -> None:
+    # Volcano allocate_test.go TestAllocateWithNetWorkTopologies case "hard network topology
+    # constrain, can not allocate job when cross highestTierAllowed tier", on 20 one-node leaves:
+    # refused either way; the first 16 leaves (by name) are dry-run for the refusal's details,
+    # the other 4 are listed with the room bound that doomed them.
+    names = [f"s{i:02d}" for i in range(20)]
+    objs: list[Any] = [queue("qa", 1)]
+    for leaf in names:
+        objs += [node(f"{leaf}-n1", cpu="2", memory="16Gi"), hypernode(leaf, 1, nodes=[f"{leaf}-n1"])]
+    objs.append(hypernode("top", 2, hypernodes=names))
+    objs.append(podgroup("g", queue="qa", min_member=3, network_topology={"mode": "hard", "highestTierAllowed": 1}))
+    objs += [pod(f"g-{t}", group="g", cpu="2", memory="1Gi") for t in range(3)]
+    result = run_session(snapshot(objs), CONF)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(allocate_hypernode, "PRUNE", False)
+        exhaustive = run_session(snapshot(objs), CONF)
+    assert not result.binds and not exhaustive.binds and not result.pipelined
+    why = result.decisions["default/g"].why
+    assert why is not None and "tried 20 hypernodes in tier 1" in why.summary
+    details = [d.split(" (")[0] for d in why.details]
+    assert details[:16] == [f"tier 1 hypernode {leaf}: 1 of 3 pending tasks fit, 3 needed" for leaf in names[:16]]
+    assert details[16:] == [
+        f"tier 1 hypernode {leaf}: at most 1 of 3 pending tasks fit, 3 needed" for leaf in names[16:]
+    ]
+    full = exhaustive.decisions["default/g"].why
+    assert full is not None and full.details[:16] == why.details[:16] and full.summary == why.summary

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 PLUGIN = "network-topology-aware"
 # False: dry-run every candidate (the equivalence tests compare both ways).
 PRUNE = True
+# A refusal dry-runs at most this many doomed HyperNodes (lowest tier first, by name) for its
+# details; the others are listed with the bound that doomed them.
+REFUSAL_DRY_RUNS = 16
 # Bounds are compared with this slack so rounding never skips a candidate that ties.
 _SLACK = 1e-9
 
@@ -87,6 +90,7 @@ class Tried:
 
     placed: dict[str, tuple[int, int]] = field(default_factory=dict)
     first: dict[str, str] = field(default_factory=dict)  # what stopped the dry run there
+    bound: dict[str, tuple[int, int]] = field(default_factory=dict)  # doomed, not dry-run: at most
 
 
 @dataclass
@@ -137,12 +141,16 @@ def allocate_in_hypernodes(
         else:
             decision.outcome = "pipelined"
         return stmt
-    # A refusal names every HyperNode with what its dry run placed: run the doomed ones too, and
-    # leave the job as the exhaustive order's dry runs left it, one after the other.
-    for hypernode in search.skipped:
-        if hypernode not in search.trials:
+    # A refusal names every HyperNode with what its dry run placed: run the doomed ones too (the
+    # first REFUSAL_DRY_RUNS; the others by their bound), and leave the job as the exhaustive
+    # order's dry runs left it, one after the other.
+    tree = ssn.hypernodes
+    for k, hypernode in enumerate(sorted(set(search.skipped), key=lambda h: (tree.tier(h), h))):
+        if k < REFUSAL_DRY_RUNS:
             search.trials[hypernode] = _dry_run(ssn, search, hypernode)
-    _restore(ssn, search, [search.trials[h] for h in search.sequence])
+        else:
+            search.tried.bound[hypernode] = (_room_in(ssn, search, hypernode), len(tasks))
+    _restore(ssn, search, [search.trials[h] for h in search.sequence if h in search.trials])
     ssn.explain(job, lambda: refusal(ssn, job, topo, search.tried))
     return None
 
@@ -232,10 +240,15 @@ def _room(ssn: Session, action: AllocateAction, job: JobInfo) -> np.ndarray | No
 
 def _doomed(ssn: Session, search: Search, hypernode: str) -> bool:
     """True where the job can become neither ready nor pipelined (see ``_room``)."""
+    return search.room is not None and _room_in(ssn, search, hypernode) < search.need
+
+
+def _room_in(ssn: Session, search: Search, hypernode: str) -> int:
+    """At most how many of the job's tasks a dry run in ``hypernode`` can place."""
     if search.room is None:
-        return False
+        return len(search.tasks)
     rows = ssn.hypernodes.rows(ssn.nodes)[hypernode]
-    return min(int(search.room[rows].sum()), len(search.tasks)) < search.need
+    return min(int(search.room[rows].sum()), len(search.tasks))
 
 
 def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:
@@ -388,19 +401,26 @@ def refusal(ssn: Session, job: JobInfo, topo: JobTopology, tried: Tried) -> Why:
     mode = "soft" if topo.soft else "hard"
     limit = "any tier" if topo.soft else f"tier <= {topo.highest_tier}"
     details = []
-    for name, (got, total) in sorted(tried.placed.items(), key=lambda kv: (tree.tier(kv[0]), kv[0])):
+    every = {**tried.placed, **tried.bound}
+    for name, (got, total) in sorted(every.items(), key=lambda kv: (tree.tier(kv[0]), kv[0])):
         label = "the whole cluster" if name == CLUSTER_TOP else f"hypernode {name}"
+        if name in tried.bound:
+            details.append(
+                f"tier {tree.tier(name)} {label}: at most {got} of {total} pending tasks fit, {need} needed "
+                "(room on its nodes that pass the predicates)"
+            )
+            continue
         first = f" ({tried.first[name]})" if name in tried.first else ""
         details.append(f"tier {tree.tier(name)} {label}: {got} of {total} pending tasks fit, {need} needed{first}")
-    if not tried.placed:
+    if not every:
         where = f" (already running in {topo.allocated})" if topo.allocated else ""
         summary = f"no hypernode of {limit} is eligible for the job{where}"
     else:
-        tiers = sorted({tree.tier(n) for n in tried.placed})
+        tiers = sorted({tree.tier(n) for n in every})
         in_tiers = ("tiers " if len(tiers) > 1 else "tier ") + ", ".join(map(str, tiers))
         summary = (
             f"{mode} network topology: no single hypernode of {limit} can hold {need} tasks "
-            f"(tried {len(tried.placed)} hypernodes in {in_tiers})"
+            f"(tried {len(every)} hypernodes in {in_tiers})"
         )
     remedy = "" if topo.soft else "free room inside one hypernode, or raise highestTierAllowed"
     return Why("allocate", PLUGIN, summary, remedy, details)
