@@ -12,9 +12,13 @@ Doing every dry run costs a full allocation per candidate HyperNode, so the sear
 choosing the same HyperNode:
 
 - HyperNode scores do not depend on the dry runs (each is discarded before scoring), so when the
-  ``hypernode_order`` callbacks can bound a candidate's score in advance, candidates are dry-run
-  best bound first and the search stops once no remaining bound can beat the best plan found.
-  Only a gradient where a plan was found stops early, so a refusal still lists every HyperNode.
+  ``hypernode_order`` callbacks can bound a candidate's score in advance (``score_bound``),
+  candidates are dry-run best bound first and the search stops once no remaining bound can beat
+  the best plan found.
+- A HyperNode whose nodes cannot hold the tasks the gang still needs (an exact upper bound from
+  the cached predicate verdicts and future idle, ``_room``) cannot give a plan: it is dry-run
+  only if the job is refused, for the refusal's details, and then only the first
+  ``REFUSAL_DRY_RUNS`` of them (the others are listed with their bound).
 - A dry run from the same state gives the same plan, so within one job's search each HyperNode
   is dry-run once (a tier-2 search retries the leaves the tier-1 gradient already tried).
 - A plan returned by a dry run is ready or pipelined (allocate_job discards anything else), so it
@@ -22,9 +26,10 @@ choosing the same HyperNode:
 
 For this to choose exactly what the exhaustive search chooses, nothing a skipped dry run would
 have left behind may matter: each dry run breaks node-score ties with a random stream of its own
-(drawn from the session's once per job), and the job's fit errors, its tasks' last placements and
-the decision's record are set from the plan chosen (or, on a refusal, the last HyperNode tried),
-not from whichever dry run happened to run last.
+(drawn from the session's once per job), and the traces dry runs leave on the job (its fit
+errors, its tasks' last placements, the decision's outcome) are set afterwards as the chosen
+plan's dry run left them, or on a refusal as the exhaustive order's dry runs left them one after
+the other; the nodes a dry run chose are not kept in the decision.
 """
 
 from __future__ import annotations
