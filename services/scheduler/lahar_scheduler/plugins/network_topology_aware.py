@@ -127,6 +127,15 @@ class NetworkTopologyAwarePlugin(Plugin):
         self.placed: dict[int, list[int]] = {}
         self._near: dict[str, FloatArray] = {}  # per allocated HyperNode, the tier score of each
         self._under: dict[str, IntArray] = {}  # per HyperNode, it and every HyperNode below it
+        # Per candidate list, its subtrees concatenated and where each starts (for score_bound).
+        self._spans: dict[tuple[str, ...], tuple[IntArray, IntArray]] = {}
+        # Gradients read only session-open sums and the job's constants: one answer per search.
+        self._gradients: dict[tuple[str, int, str, str], list[list[str]]] = {}
+        # Per tier with HyperNodes, its fading weight and each node row's HyperNode there.
+        self._tier_cols = [
+            (math.pow(self.args.normal_pod_fading, t - 1), self.node_hn.get(t))
+            for t in range(self.min_tier, self.max_tier + 1)
+        ]
         ssn.add(P.HYPERNODE_GRADIENT, self.hypernode_gradient)
         ssn.add(P.HYPERNODE_ORDER, _HyperNodeOrder(self))
         ssn.add(P.NODE_ORDER, self.node_order)
@@ -179,7 +188,15 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- hypernode_gradient -----------------------------------------------------------------------
     def hypernode_gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
-        """Eligible HyperNodes under the search root, grouped by tier, lowest tier first."""
+        """Eligible HyperNodes under the search root, grouped by tier, lowest tier first (the
+        same lists for the same question: callers only read them)."""
+        key = (job.uid, topo.highest_tier, topo.allocated, root)
+        got = self._gradients.get(key)
+        if got is None:
+            got = self._gradients[key] = self._gradient(job, topo, root)
+        return got
+
+    def _gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]]:
         tree = self.tree
         start = search_root(tree, root, topo.highest_tier, topo.allocated)
         if start is None:
@@ -226,7 +243,14 @@ class NetworkTopologyAwarePlugin(Plugin):
         under it, whatever the other candidates: its binpack score plus the whole tie bonus."""
         every = np.arange(len(self.names), dtype=np.intp)
         best = self._binpack(every, _job_request(job)) + self._shares(job)
-        per = np.array([best[self._subtree(c)].max() for c in candidates])
+        key = tuple(candidates)
+        spans = self._spans.get(key)
+        if spans is None:
+            parts = [self._subtree(c) for c in candidates]
+            starts = np.cumsum([0, *(len(p) for p in parts[:-1])]).astype(np.intp)
+            spans = self._spans[key] = (np.concatenate(parts), starts)
+        flat, starts = spans
+        per = np.maximum.reduceat(best[flat], starts) if len(candidates) else np.zeros(0)
         return MAX_NODE_SCORE * self.args.weight * per
 
     def _subtree(self, hypernode: str) -> IntArray:
@@ -279,10 +303,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Every HyperNode's score at once, then a 1 for "in no HyperNode of the tier" (index -1).
         every = np.append(self._binpack(np.arange(len(self.names), dtype=np.intp), request), 1.0)
         total, weight_sum = np.zeros(len(idx)), 0.0
-        for tier in range(self.min_tier, self.max_tier + 1):
-            w = math.pow(self.args.normal_pod_fading, tier - 1)
+        for w, col in self._tier_cols:
             weight_sum += w
-            col = self.node_hn.get(tier)
             if col is None:
                 total += w
                 continue
