@@ -140,9 +140,9 @@ def test_the_search_stops_after_the_best_leaf() -> None:
     tried: list[str] = []
     real = allocate_hypernode._dry_run
 
-    def spy(ssn: Any, search: Any, hn: str) -> Any:
+    def spy(ssn: Any, search: Any, hn: str, *rest: Any) -> Any:
         tried.append(hn)
-        return real(ssn, search, hn)
+        return real(ssn, search, hn, *rest)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(allocate_hypernode, "_dry_run", spy)
@@ -172,9 +172,9 @@ def test_a_leaf_too_small_for_the_gang_is_not_dry_run_unless_the_job_is_refused(
     tried: list[str] = []
     real = allocate_hypernode._dry_run
 
-    def spy(ssn: Any, search: Any, hn: str) -> Any:
+    def spy(ssn: Any, search: Any, hn: str, *rest: Any) -> Any:
         tried.append(hn)
-        return real(ssn, search, hn)
+        return real(ssn, search, hn, *rest)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(allocate_hypernode, "_dry_run", spy)

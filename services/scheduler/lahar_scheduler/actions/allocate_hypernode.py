@@ -87,6 +87,7 @@ class Trial:
     fit_errors: dict[str, FitErrors]
     lasts: list[Last]  # the last placements it gave the tasks it touched
     outcome: str | None = None  # the decision's outcome it set, None if it set none
+    stmt: Statement | None = None  # not discarded yet (see Search.open)
 
 
 @dataclass
@@ -115,6 +116,9 @@ class Search:
     current: list[str] = field(default_factory=list)  # dry runs asked for by the candidate at hand
     skipped: list[str] = field(default_factory=list)  # doomed, not dry-run (yet)
     room: np.ndarray | None = None  # per node row, how many of the job's tasks fit at most
+    # The last dry run, left applied while nothing needs the state before it: if it is the plan
+    # chosen, it is kept as is rather than discarded and replayed.
+    open: Trial | None = None
     need: int = 0  # how many more tasks a plan must place
 
 
@@ -135,8 +139,12 @@ def allocate_in_hypernodes(
         if found is None:
             continue
         best, plan = found
+        kept = search.trials[plan.origin].stmt
+        if kept is None:
+            _close(search)
+        search.open = None
         _settle(ssn, search, plan, gradient)
-        stmt = _replay(ssn, plan)
+        stmt = kept if kept is not None else _replay(ssn, plan)
         tasks.assign(plan.left)  # the job's worksheet goes on from where the plan left it
         decision = ssn.decision(job)
         decision.chosen = {t.key: node for _, t, node in plan.ops}
@@ -146,6 +154,7 @@ def allocate_in_hypernodes(
         else:
             decision.outcome = "pipelined"
         return stmt
+    _close(search)
     # A refusal names every HyperNode with what its dry run placed: run the doomed ones too (the
     # first REFUSAL_DRY_RUNS; the others by their bound), and leave the job as the exhaustive
     # order's dry runs left it, one after the other.
@@ -162,7 +171,7 @@ def allocate_in_hypernodes(
 
 def _best_in_gradient(ssn: Session, search: Search, gradient: list[str]) -> tuple[str, Plan] | None:
     """The best plan of one gradient, by (score, earlier in the gradient)."""
-    bounds = _bounds(ssn, search.job, gradient) if PRUNE else None
+    bounds = _bounds(ssn, search, gradient) if PRUNE else None
     order = list(range(len(gradient)))
     if bounds is not None:
         order.sort(key=lambda k: (-bounds[k], k))
@@ -185,9 +194,11 @@ def _best_in_gradient(ssn: Session, search: Search, gradient: list[str]) -> tupl
     return gradient[best[1]], best[2]
 
 
-def _bounds(ssn: Session, job: JobInfo, gradient: list[str]) -> list[float] | None:
+def _bounds(ssn: Session, search: Search, gradient: list[str]) -> list[float] | None:
     """Per candidate, a bound on the score its plan can get (the best score of any HyperNode
     under it); None when some ``hypernode_order`` callback offers no ``score_bound``."""
+    _close(search)
+    job = search.job
     callbacks: list[Any] = ssn.callbacks(P.HYPERNODE_ORDER)
     if not all(hasattr(fn, "score_bound") for fn in callbacks):
         return None
@@ -262,13 +273,21 @@ def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:
     job = search.job
     for gradient in gradients(ssn, job, search.topo, hypernode):
         plans: dict[str, Plan] = {}
+        # One candidate: scored before its dry run (scores do not depend on it), which may then
+        # be left applied.
+        alone = None
+        if PRUNE and len(gradient) == 1:
+            _close(search)
+            alone = hypernode_scores(ssn, job, gradient)
         for inner in gradient:
-            plan = _try(ssn, search, inner)
+            plan = _try(ssn, search, inner, keep=alone is not None)
             if plan is not None and plan.ops:
                 plans[inner] = plan
         if not plans:
             continue
-        scores = hypernode_scores(ssn, job, list(plans))
+        if alone is None:
+            _close(search)
+        scores = alone if alone is not None else hypernode_scores(ssn, job, list(plans))
         best = max(plans, key=lambda h: (scores[h], -gradient.index(h)))
         chosen = plans[best]
         # A fresh Plan: the same trial may be chosen again under another parent.
@@ -283,7 +302,7 @@ def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:
     return None
 
 
-def _try(ssn: Session, search: Search, hypernode: str) -> Plan | None:
+def _try(ssn: Session, search: Search, hypernode: str, keep: bool = False) -> Plan | None:
     """allocateResourcesForTasks on the nodes of one HyperNode, then undone (a dry run); done
     once per HyperNode per search, and not at all (unless the job is refused) where doomed."""
     search.current.append(hypernode)
@@ -292,13 +311,22 @@ def _try(ssn: Session, search: Search, hypernode: str) -> Plan | None:
         if _doomed(ssn, search, hypernode):
             search.skipped.append(hypernode)
             return None
-        trial = search.trials[hypernode] = _dry_run(ssn, search, hypernode)
+        trial = search.trials[hypernode] = _dry_run(ssn, search, hypernode, keep)
     return trial.plan
 
 
-def _dry_run(ssn: Session, search: Search, hypernode: str) -> Trial:
+def _close(search: Search) -> None:
+    """Discard the dry run left applied, if any: what comes next needs the state before it."""
+    trial, search.open = search.open, None
+    if trial is not None and trial.stmt is not None:
+        trial.stmt.discard()
+        trial.stmt = None
+
+
+def _dry_run(ssn: Session, search: Search, hypernode: str, keep: bool = False) -> Trial:
     from lahar_scheduler.actions.allocate import Within
 
+    _close(search)
     job, topo, tried = search.job, search.topo, search.tried
     tasks = search.tasks.clone()
     job.reset_fit_errors()
@@ -345,15 +373,27 @@ def _dry_run(ssn: Session, search: Search, hypernode: str) -> Trial:
     else:
         ops = [(o.op, o.task, o.task.node_name) for o in stmt.operations]
         tried.placed[hypernode] = (len(ops), total)
-        stmt.discard()
         plan = Plan(ops, tasks, topo.allocated, placing=topo.placing, origin=hypernode)
-    touched = [last for last in _lasts(pending) if last[1] is not None]
+    # allocate_job discarded a failed run itself, marking what it touched; a plan's discard would
+    # mark its operations' tasks as placed where it put them.
+    if plan is None:
+        touched = [last for last in _lasts(pending) if last[1] is not None]
+    else:
+        touched = [(t, _PLACED[op], node) for op, t, node in plan.ops]
     for t, status, node in before:
         if t.last_status is None:
             t.last_status, t.last_node = status, node
     trial = Trial(plan, dict(job.fit_errors), touched, decision.outcome or None)
     decision.outcome = outcome
+    if stmt is not None:
+        if keep:
+            trial.stmt, search.open = stmt, trial
+        else:
+            stmt.discard()
     return trial
+
+
+_PLACED = {Op.ALLOCATE: TaskStatus.ALLOCATED, Op.PIPELINE: TaskStatus.PIPELINED}
 
 
 def _lasts(tasks: list[TaskInfo]) -> list[Last]:
