@@ -276,7 +276,7 @@ def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:
         # One candidate: scored before its dry run (scores do not depend on it), which may then
         # be left applied.
         alone = None
-        if PRUNE and len(gradient) == 1:
+        if PRUNE and len(gradient) == 1 and gradient[0] not in search.trials and not _doomed(ssn, search, gradient[0]):
             _close(search)
             alone = hypernode_scores(ssn, job, gradient)
         for inner in gradient:

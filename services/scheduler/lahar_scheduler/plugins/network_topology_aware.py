@@ -131,6 +131,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         self._spans: dict[tuple[str, ...], tuple[IntArray, IntArray]] = {}
         # Gradients read only session-open sums and the job's constants: one answer per search.
         self._gradients: dict[tuple[str, int, str, str], list[list[str]]] = {}
+        self._eligibility: dict[tuple[str, int, str, str], bool] = {}  # the same, per HyperNode
+        self._requests: dict[str, dict[str, float]] = {}  # per job, Σ of its tasks' requests
         # Per tier with HyperNodes, its fading weight and each node row's HyperNode there.
         self._tier_cols = [
             (math.pow(self.args.normal_pod_fading, t - 1), self.node_hn.get(t))
@@ -214,6 +216,13 @@ class NetworkTopologyAwarePlugin(Plugin):
         return [eligible[t] for t in sorted(eligible)]
 
     def _eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
+        key = (job.uid, topo.highest_tier, topo.allocated, name)
+        got = self._eligibility.get(key)
+        if got is None:
+            got = self._eligibility[key] = self._check_eligible(name, job, topo)
+        return got
+
+    def _check_eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
             return False
         if topo.allocated:
@@ -227,8 +236,15 @@ class NetworkTopologyAwarePlugin(Plugin):
         return need.less_equal(idle) or need.less_equal(future)
 
     # -- hypernode_order ----------------------------------------------------------------------------
+    def _job_request(self, job: JobInfo) -> dict[str, float]:
+        """The sum of every task's request (tasks and requests are fixed for the session)."""
+        got = self._requests.get(job.uid)
+        if got is None:
+            got = self._requests[job.uid] = _job_request(job)
+        return got
+
     def hypernode_order(self, job: JobInfo, candidates: list[str]) -> dict[str, float]:
-        request = _job_request(job)
+        request = self._job_request(job)
         hns = np.array([self.index[c] for c in candidates], dtype=np.intp)
         scores = self._binpack(hns, request)
         best = np.flatnonzero(scores == scores.max()) if len(scores) else np.zeros(0, dtype=np.intp)
@@ -242,7 +258,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         """Per candidate, a score ``hypernode_order`` cannot exceed for it or for any HyperNode
         under it, whatever the other candidates: its binpack score plus the whole tie bonus."""
         every = np.arange(len(self.names), dtype=np.intp)
-        best = self._binpack(every, _job_request(job)) + self._shares(job)
+        best = self._binpack(every, self._job_request(job)) + self._shares(job)
         key = tuple(candidates)
         spans = self._spans.get(key)
         if spans is None:
