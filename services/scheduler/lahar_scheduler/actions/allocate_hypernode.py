@@ -116,6 +116,7 @@ class Search:
     current: list[str] = field(default_factory=list)  # dry runs asked for by the candidate at hand
     skipped: list[str] = field(default_factory=list)  # doomed, not dry-run (yet)
     room: np.ndarray | None = None  # per node row, how many of the job's tasks fit at most
+    room_in: dict[str, int] = field(default_factory=dict)  # the same summed per HyperNode
     # The last dry run, left applied while nothing needs the state before it: if it is the plan
     # chosen, it is kept as is rather than discarded and replayed.
     open: Trial | None = None
@@ -263,8 +264,11 @@ def _room_in(ssn: Session, search: Search, hypernode: str) -> int:
     """At most how many of the job's tasks a dry run in ``hypernode`` can place."""
     if search.room is None:
         return len(search.tasks)
-    rows = ssn.hypernodes.rows(ssn.nodes)[hypernode]
-    return min(int(search.room[rows].sum()), len(search.tasks))
+    got = search.room_in.get(hypernode)
+    if got is None:
+        rows = ssn.hypernodes.rows(ssn.nodes)[hypernode]
+        got = search.room_in[hypernode] = min(int(search.room[rows].sum()), len(search.tasks))
+    return got
 
 
 def _subjob(ssn: Session, search: Search, hypernode: str) -> Plan | None:

@@ -122,7 +122,8 @@ class NetworkTopologyAwarePlugin(Plugin):
             for t, col in member.items()
         }
         # Each node row's lowest-tier HyperNode (index into self.names), -1 for none.
-        self.leaf_row = self._leaf_rows(np.arange(len(table), dtype=np.intp))
+        self.all_rows = np.arange(len(table), dtype=np.intp)
+        self.leaf_row = self._leaf_rows(self.all_rows)
         self.min_tier, self.max_tier = tree.tiers[0], tree.tiers[-1]
         self.placed: dict[int, list[int]] = {}
         self._near: dict[str, FloatArray] = {}  # per allocated HyperNode, the tier score of each
@@ -132,6 +133,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Gradients read only session-open sums and the job's constants: one answer per search.
         self._gradients: dict[tuple[str, int, str, str], list[list[str]]] = {}
         self._eligibility: dict[tuple[str, int, str, str], bool] = {}  # the same, per HyperNode
+        self._bfs: dict[str, list[tuple[str, int]]] = {}
         self._requests: dict[str, dict[str, float]] = {}  # per job, Σ of its tasks' requests
         # Per tier with HyperNodes, its fading weight and each node row's HyperNode there.
         self._tier_cols = [
@@ -204,16 +206,26 @@ class NetworkTopologyAwarePlugin(Plugin):
         if start is None:
             return []
         eligible: dict[int, list[str]] = {}
-        queue, seen = [start], {start}
-        while queue:
-            name = queue.pop(0)
-            if self._eligible(name, job, topo):
-                eligible.setdefault(tree.tier(name), []).append(name)
-            for child in sorted(tree.infos[name].children):
-                if child not in seen:
-                    seen.add(child)
-                    queue.append(child)
+        for name, tier in self._breadth_first(start):
+            if tier <= topo.highest_tier and self._eligible(name, job, topo):
+                eligible.setdefault(tier, []).append(name)
         return [eligible[t] for t in sorted(eligible)]
+
+    def _breadth_first(self, start: str) -> list[tuple[str, int]]:
+        """``start`` and the HyperNodes below it, breadth first (children by name), with tiers."""
+        got = self._bfs.get(start)
+        if got is None:
+            tree = self.tree
+            got, queue, seen = [], [start], {start}
+            while queue:
+                name = queue.pop(0)
+                got.append((name, tree.tier(name)))
+                for child in sorted(tree.infos[name].children):
+                    if child not in seen:
+                        seen.add(child)
+                        queue.append(child)
+            self._bfs[start] = got
+        return got
 
     def _eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
         key = (job.uid, topo.highest_tier, topo.allocated, name)
@@ -319,12 +331,14 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Every HyperNode's score at once, then a 1 for "in no HyperNode of the tier" (index -1).
         every = np.append(self._binpack(np.arange(len(self.names), dtype=np.intp), request), 1.0)
         total, weight_sum = np.zeros(len(idx)), 0.0
+        # Every node row in order (allocate's usual question): no gather needed.
+        whole = len(idx) == len(self.all_rows) and bool(np.array_equal(idx, self.all_rows))
         for w, col in self._tier_cols:
             weight_sum += w
             if col is None:
                 total += w
                 continue
-            total += w * every[col[idx]]
+            total += w * every[col if whole else col[idx]]
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
     def _near_allocated(self, task: TaskInfo, topo: JobTopology, idx: IntArray) -> FloatArray:
