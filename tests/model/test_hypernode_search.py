@@ -117,8 +117,11 @@ def outcome(objs: list[Any], seed: int) -> tuple[Any, ...]:
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(clusters(), st.integers(0, 3))
 def test_the_search_decides_as_the_exhaustive_one(objs: list[Any], seed: int) -> None:
-    pruned = outcome(objs, seed)
     with pytest.MonkeyPatch.context() as mp:
+        # Every doomed HyperNode dry-run for a refusal (its cap is tested below), so that the
+        # refusals' details compare too.
+        mp.setattr(allocate_hypernode, "REFUSAL_DRY_RUNS", 100)
+        pruned = outcome(objs, seed)
         mp.setattr(allocate_hypernode, "PRUNE", False)
         exhaustive = outcome(objs, seed)
     for name, a, b in zip(("binds", "pipelined", "task reasons", "decisions"), pruned, exhaustive, strict=True):
@@ -194,8 +197,8 @@ def test_a_leaf_too_small_for_the_gang_is_not_dry_run_unless_the_job_is_refused(
 def test_a_refusal_dry_runs_only_the_first_doomed_hypernodes() -> None:
     # Volcano allocate_test.go TestAllocateWithNetWorkTopologies case "hard network topology
     # constrain, can not allocate job when cross highestTierAllowed tier", on 20 one-node leaves:
-    # refused either way; the first 16 leaves (by name) are dry-run for the refusal's details,
-    # the other 4 are listed with the room bound that doomed them.
+    # refused either way; the first REFUSAL_DRY_RUNS leaves (by name) are dry-run for the
+    # refusal's details, the others are listed with the room bound that doomed them.
     names = [f"s{i:02d}" for i in range(20)]
     objs: list[Any] = [queue("qa", 1)]
     for leaf in names:
@@ -211,9 +214,10 @@ def test_a_refusal_dry_runs_only_the_first_doomed_hypernodes() -> None:
     why = result.decisions["default/g"].why
     assert why is not None and "tried 20 hypernodes in tier 1" in why.summary
     details = [d.split(" (")[0] for d in why.details]
-    assert details[:16] == [f"tier 1 hypernode {leaf}: 1 of 3 pending tasks fit, 3 needed" for leaf in names[:16]]
-    assert details[16:] == [
-        f"tier 1 hypernode {leaf}: at most 1 of 3 pending tasks fit, 3 needed" for leaf in names[16:]
-    ]
+    k = allocate_hypernode.REFUSAL_DRY_RUNS
+    assert 0 < k < 20
+    assert details[:k] == [f"tier 1 hypernode {leaf}: 1 of 3 pending tasks fit, 3 needed" for leaf in names[:k]]
+    bounded = [f"tier 1 hypernode {leaf}: at most 1 of 3 pending tasks fit, 3 needed" for leaf in names[k:]]
+    assert details[k:] == bounded
     full = exhaustive.decisions["default/g"].why
-    assert full is not None and full.details[:16] == why.details[:16] and full.summary == why.summary
+    assert full is not None and full.details[:k] == why.details[:k] and full.summary == why.summary

@@ -60,7 +60,7 @@ PLUGIN = "network-topology-aware"
 PRUNE = True
 # A refusal dry-runs at most this many doomed HyperNodes (lowest tier first, by name) for its
 # details; the others are listed with the bound that doomed them.
-REFUSAL_DRY_RUNS = 16
+REFUSAL_DRY_RUNS = 8
 # Bounds are compared with this slack so rounding never skips a candidate that ties.
 _SLACK = 1e-9
 
