@@ -131,8 +131,10 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Per candidate list, its subtrees concatenated and where each starts (for score_bound).
         self._spans: dict[tuple[str, ...], tuple[IntArray, IntArray]] = {}
         # Gradients read only session-open sums and the job's constants: one answer per search.
-        self._gradients: dict[tuple[str, int, str, str], list[list[str]]] = {}
-        self._eligibility: dict[tuple[str, int, str, str], bool] = {}  # the same, per HyperNode
+        # Kept for one job (and allocated HyperNode) at a time: allocate searches job by job.
+        self._asked: tuple[str, int, str] = ("", 0, "")
+        self._gradients: dict[str, list[list[str]]] = {}  # per root
+        self._eligibility: dict[str, bool] = {}  # per HyperNode
         self._bfs: dict[str, list[tuple[str, int]]] = {}
         self._requests: dict[str, dict[str, float]] = {}  # per job, Σ of its tasks' requests
         # Per tier with HyperNodes, its fading weight and each node row's HyperNode there.
@@ -194,10 +196,12 @@ class NetworkTopologyAwarePlugin(Plugin):
     def hypernode_gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
         """Eligible HyperNodes under the search root, grouped by tier, lowest tier first (the
         same lists for the same question: callers only read them)."""
-        key = (job.uid, topo.highest_tier, topo.allocated, root)
-        got = self._gradients.get(key)
+        asked = (job.uid, topo.highest_tier, topo.allocated)
+        if asked != self._asked:
+            self._asked, self._gradients, self._eligibility = asked, {}, {}
+        got = self._gradients.get(root)
         if got is None:
-            got = self._gradients[key] = self._gradient(job, topo, root)
+            got = self._gradients[root] = self._gradient(job, topo, root)
         return got
 
     def _gradient(self, job: JobInfo, topo: JobTopology, root: str) -> list[list[str]]:
@@ -228,10 +232,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         return got
 
     def _eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
-        key = (job.uid, topo.highest_tier, topo.allocated, name)
-        got = self._eligibility.get(key)
+        got = self._eligibility.get(name)
         if got is None:
-            got = self._eligibility[key] = self._check_eligible(name, job, topo)
+            got = self._eligibility[name] = self._check_eligible(name, job, topo)
         return got
 
     def _check_eligible(self, name: str, job: JobInfo, topo: JobTopology) -> bool:
@@ -276,6 +279,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         if spans is None:
             parts = [self._subtree(c) for c in candidates]
             starts = np.cumsum([0, *(len(p) for p in parts[:-1])]).astype(np.intp)
+            if len(self._spans) >= 256:
+                self._spans.clear()  # candidate lists repeat job after job; a few suffice
             spans = self._spans[key] = (np.concatenate(parts), starts)
         flat, starts = spans
         per = np.maximum.reduceat(best[flat], starts) if len(candidates) else np.zeros(0)
