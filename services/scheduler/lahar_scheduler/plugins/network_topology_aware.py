@@ -123,10 +123,29 @@ class NetworkTopologyAwarePlugin(Plugin):
             t: np.where(col >= 0, np.array([self.index[n] for n in tree.by_tier[t]], dtype=np.intp)[col], -1)
             for t, col in member.items()
         }
+        # Each node row's lowest-tier HyperNode (index into self.names), -1 for none.
+        self.all_rows = np.arange(len(table), dtype=np.intp)
+        self.leaf_row = self._leaf_rows(self.all_rows)
         self.min_tier, self.max_tier = tree.tiers[0], tree.tiers[-1]
         self.placed: dict[int, list[int]] = {}
+        self._near: dict[str, FloatArray] = {}  # per allocated HyperNode, the tier score of each
+        self._under: dict[str, IntArray] = {}  # per HyperNode, it and every HyperNode below it
+        # Per candidate list, its subtrees concatenated and where each starts (for score_bound).
+        self._spans: dict[tuple[str, ...], tuple[IntArray, IntArray]] = {}
+        # Gradients read only session-open sums and the job's constants: one answer per search.
+        # Kept for one job (and allocated HyperNode) at a time: allocate searches job by job.
+        self._asked: tuple[str, int, str, str] = ("", 0, "", "")
+        self._gradients: dict[str, list[list[str]]] = {}  # per root
+        self._eligibility: dict[str, bool] = {}  # per HyperNode
+        self._bfs: dict[str, list[tuple[str, int]]] = {}
+        self._requests: dict[str, dict[str, float]] = {}  # per job, Σ of its tasks' requests
+        # Per tier with HyperNodes, its fading weight and each node row's HyperNode there.
+        self._tier_cols = [
+            (math.pow(self.args.normal_pod_fading, t - 1), self.node_hn.get(t))
+            for t in range(self.min_tier, self.max_tier + 1)
+        ]
         ssn.add(P.HYPERNODE_GRADIENT, self.hypernode_gradient)
-        ssn.add(P.HYPERNODE_ORDER, self.hypernode_order)
+        ssn.add(P.HYPERNODE_ORDER, _HyperNodeOrder(self))
         ssn.add(P.NODE_ORDER, self.node_order)
         ssn.add_event_handler(EventHandler(self._on_allocate, self._on_deallocate))
 
@@ -177,26 +196,52 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- hypernode_gradient -----------------------------------------------------------------------
     def hypernode_gradient(self, job: JobInfo | SubJobInfo, topo: JobTopology, root: str) -> list[list[str]] | None:
-        """Eligible HyperNodes under the search root, grouped by tier, lowest tier first."""
+        """Eligible HyperNodes under the search root, grouped by tier, lowest tier first (the
+        same lists for the same question: callers only read them)."""
+        asked = (job.uid, topo.highest_tier, topo.allocated, topo.purpose)
+        if asked != self._asked:
+            self._asked, self._gradients, self._eligibility = asked, {}, {}
+        got = self._gradients.get(root)
+        if got is None:
+            got = self._gradients[root] = self._gradient(job, topo, root)
+        return got
+
+    def _gradient(self, job: JobInfo | SubJobInfo, topo: JobTopology, root: str) -> list[list[str]]:
         tree = self.tree
         start = search_root(tree, root, topo.highest_tier, topo.allocated)
         if start is None:
             return []
         eligible: dict[int, list[str]] = {}
-        queue, seen = [start], {start}
         need = job.min_resources  # once: a sub-job sums its pending tasks for it
-        while queue:
-            name = queue.pop(0)
-            if self._eligible(name, need, topo):
-                eligible.setdefault(tree.tier(name), []).append(name)
-            for child in sorted(tree.infos[name].children):
-                if child not in seen:
-                    seen.add(child)
-                    queue.append(child)
+        for name, tier in self._breadth_first(start):
+            if tier <= topo.highest_tier and self._eligible(name, need, topo):
+                eligible.setdefault(tier, []).append(name)
         out = [eligible[t] for t in sorted(eligible)]
         return reverse_and_cap(out, self.args.evict_max_hypernodes) if topo.purpose == PURPOSE_EVICT else out
 
+    def _breadth_first(self, start: str) -> list[tuple[str, int]]:
+        """``start`` and the HyperNodes below it, breadth first (children by name), with tiers."""
+        got = self._bfs.get(start)
+        if got is None:
+            tree = self.tree
+            got, queue, seen = [], [start], {start}
+            while queue:
+                name = queue.pop(0)
+                got.append((name, tree.tier(name)))
+                for child in sorted(tree.infos[name].children):
+                    if child not in seen:
+                        seen.add(child)
+                        queue.append(child)
+            self._bfs[start] = got
+        return got
+
     def _eligible(self, name: str, need: Resource | None, topo: JobTopology) -> bool:
+        got = self._eligibility.get(name)
+        if got is None:
+            got = self._eligibility[name] = self._check_eligible(name, need, topo)
+        return got
+
+    def _check_eligible(self, name: str, need: Resource | None, topo: JobTopology) -> bool:
         if self.tree.tier(name) > topo.highest_tier:
             return False
         if topo.allocated:
@@ -212,11 +257,15 @@ class NetworkTopologyAwarePlugin(Plugin):
         return need.less_equal(idle) or need.less_equal(future)
 
     # -- hypernode_order ----------------------------------------------------------------------------
+    def _job_request(self, job: JobInfo | SubJobInfo) -> dict[str, float]:
+        """The sum of every task's request (tasks and requests are fixed for the session)."""
+        got = self._requests.get(job.uid)
+        if got is None:
+            got = self._requests[job.uid] = _job_request(job)
+        return got
+
     def hypernode_order(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> dict[str, float]:
-        request: dict[str, float] = {}
-        for task in job.tasks.values():
-            for name in task.resreq.names():
-                request[name] = request.get(name, 0.0) + task.resreq.get(name)
+        request = self._job_request(job)
         hns = np.array([self.index[c] for c in candidates], dtype=np.intp)
         scores = self._binpack(hns, request)
         best = np.flatnonzero(scores == scores.max()) if len(scores) else np.zeros(0, dtype=np.intp)
@@ -225,6 +274,49 @@ class NetworkTopologyAwarePlugin(Plugin):
             for k in best:
                 scores[k] += self._task_share(candidates[k], job)
         return {c: MAX_NODE_SCORE * self.args.weight * float(s) for c, s in zip(candidates, scores, strict=True)}
+
+    def score_bound(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> FloatArray:
+        """Per candidate, a score ``hypernode_order`` cannot exceed for it or for any HyperNode
+        under it, whatever the other candidates: its binpack score plus the whole tie bonus."""
+        every = np.arange(len(self.names), dtype=np.intp)
+        best = self._binpack(every, self._job_request(job)) + self._shares(job)
+        key = tuple(candidates)
+        spans = self._spans.get(key)
+        if spans is None:
+            parts = [self._subtree(c) for c in candidates]
+            starts = np.cumsum([0, *(len(p) for p in parts[:-1])]).astype(np.intp)
+            if len(self._spans) >= 256:
+                self._spans.clear()  # candidate lists repeat job after job; a few suffice
+            spans = self._spans[key] = (np.concatenate(parts), starts)
+        flat, starts = spans
+        per = np.maximum.reduceat(best[flat], starts) if len(candidates) else np.zeros(0)
+        return MAX_NODE_SCORE * self.args.weight * per
+
+    def _subtree(self, hypernode: str) -> IntArray:
+        got = self._under.get(hypernode)
+        if got is None:
+            names, stack = [], [hypernode]
+            while stack:
+                name = stack.pop()
+                if name in self.index and self.index[name] not in names:
+                    names.append(self.index[name])
+                    stack.extend(self.tree.infos[name].children)
+            got = self._under[hypernode] = np.array(names, dtype=np.intp)
+        return got
+
+    def _shares(self, job: JobInfo | SubJobInfo) -> FloatArray:
+        """Per HyperNode, the share of the job's tasks on its nodes (``_task_share`` for all)."""
+        out = np.zeros(len(self.names))
+        if not job.tasks:
+            return out
+        by_name = self.ssn.nodes.by_name
+        for t in job.tasks.values():
+            node = by_name.get(t.node_name) if t.node_name else None
+            if node is not None:
+                for col in self.node_hn.values():
+                    if col[node.index] >= 0:
+                        out[col[node.index]] += 1
+        return out / len(job.tasks)
 
     def _task_share(self, hypernode: str, job: JobInfo | SubJobInfo) -> float:
         if not job.tasks:
@@ -247,19 +339,17 @@ class NetworkTopologyAwarePlugin(Plugin):
         """Σ over tiers of fading^(tier-1) × the node's HyperNode binpack score there (1 for a
         node in no HyperNode of the tier), over Σ of the tier weights."""
         request = {n: task.resreq.get(n) for n in task.resreq.names()}
+        # Every HyperNode's score at once, then a 1 for "in no HyperNode of the tier" (index -1).
+        every = np.append(self._binpack(np.arange(len(self.names), dtype=np.intp), request), 1.0)
         total, weight_sum = np.zeros(len(idx)), 0.0
-        for tier in range(self.min_tier, self.max_tier + 1):
-            w = math.pow(self.args.normal_pod_fading, tier - 1)
+        # Every node row in order (allocate's usual question): no gather needed.
+        whole = len(idx) == len(self.all_rows) and bool(np.array_equal(idx, self.all_rows))
+        for w, col in self._tier_cols:
             weight_sum += w
-            col = self.node_hn.get(tier)
             if col is None:
                 total += w
                 continue
-            hn = col[idx]
-            present = hn >= 0
-            per_hn = self._binpack(np.unique(hn[present]), request) if present.any() else np.zeros(0)
-            lookup = dict(zip(np.unique(hn[present]).tolist(), per_hn.tolist(), strict=True))
-            total += w * np.array([lookup[h] if h >= 0 else 1.0 for h in hn.tolist()])
+            total += w * every[col if whole else col[idx]]
         return total / weight_sum if weight_sum > 0 else np.zeros(len(idx))
 
     def _near_allocated(self, owner: JobInfo | SubJobInfo | None, topo: JobTopology, idx: IntArray) -> FloatArray:
@@ -268,17 +358,25 @@ class NetworkTopologyAwarePlugin(Plugin):
         allocated = topo.placing
         if not allocated:
             return np.zeros(len(idx))
-        leaf = self._leaf_rows(idx)
-        per_leaf = {h: self._tier_score(self.names[h], allocated) if h >= 0 else 0.0 for h in set(leaf.tolist())}
-        scores = np.array([per_leaf[h] for h in leaf.tolist()])
+        leaf = self.leaf_row[idx]
+        # Index -1 (no HyperNode) reads the appended 0.
+        scores = self._near_scores(allocated)[leaf]
         top = np.flatnonzero(scores == scores.max())
         if len(top) > 1:
             # The share of the job's (or its sub-job's) tasks already in each node's HyperNode.
             job = owner
             if job is not None:
-                share = {h: self._task_share(self.names[h], job) if h >= 0 else 0.0 for h in set(leaf[top].tolist())}
-                scores[top] += np.array([share[h] for h in leaf[top].tolist()])
+                shares = np.append(self._shares(job), 0.0)
+                scores[top] += shares[leaf[top]]
         return scores
+
+    def _near_scores(self, allocated: str) -> FloatArray:
+        """The tier score of every HyperNode against ``allocated`` (then a 0 for "none")."""
+        got = self._near.get(allocated)
+        if got is None:
+            got = np.array([*(self._tier_score(n, allocated) for n in self.names), 0.0])
+            self._near[allocated] = got
+        return got
 
     def _leaf_rows(self, idx: IntArray) -> IntArray:
         """Each node's lowest-tier HyperNode (index into self.names), -1 for none."""
@@ -300,6 +398,29 @@ class NetworkTopologyAwarePlugin(Plugin):
         if self.min_tier <= tier <= self.max_tier:
             return (self.max_tier - tier) / (self.max_tier - self.min_tier)
         return 0.0
+
+
+def _job_request(job: JobInfo | SubJobInfo) -> dict[str, float]:
+    """The sum of every task's request: what the job would add to a HyperNode."""
+    request: dict[str, float] = {}
+    for task in job.tasks.values():
+        for name in task.resreq.names():
+            request[name] = request.get(name, 0.0) + task.resreq.get(name)
+    return request
+
+
+class _HyperNodeOrder:
+    """The HyperNodeOrderFn, with ``score_bound`` so allocate can try the likeliest HyperNodes
+    first and stop when no other can score higher."""
+
+    def __init__(self, plugin: NetworkTopologyAwarePlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> dict[str, float]:
+        return self.plugin.hypernode_order(job, candidates)
+
+    def score_bound(self, job: JobInfo | SubJobInfo, candidates: list[str]) -> FloatArray:
+        return self.plugin.score_bound(job, candidates)
 
 
 def search_root(tree: HyperNodeTree, available: str, highest_tier: int, allocated: str) -> str | None:
