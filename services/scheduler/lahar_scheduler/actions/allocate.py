@@ -23,7 +23,7 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-from lahar_scheduler.framework.nodewindow import nodes_to_find, window
+from lahar_scheduler.framework.nodewindow import window, window_positions
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.predicate import Filtered, fit_failures, run_predicates
 from lahar_scheduler.framework.rowcache import RowCache
@@ -128,6 +128,17 @@ class NodeCaches:
         codes = self.codes.get(task.template_key, task)
         return np.flatnonzero(codes == FITS_IDLE), np.flatnonzero(codes == FITS_FUTURE)
 
+    def feasible_window(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
+        """``feasible`` within Volcano's predicate walk (framework/nodewindow.py): only the nodes
+        the walk keeps, and the walk's index moved on the snapshot."""
+        if not self.ssn.predicates_local(task):
+            return None
+        codes = self.codes.get(task.template_key, task)
+        snapshot = self.ssn.snapshot
+        kept, snapshot.last_processed_node = window_positions(codes > NO_FIT, snapshot.last_processed_node)
+        got = codes[kept]
+        return kept[got == FITS_IDLE], kept[got == FITS_FUTURE]
+
 
 def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
@@ -209,7 +220,6 @@ class AllocateAction(Action):
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
-        self._was_nominated = False
         self.caches = NodeCaches(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
@@ -304,7 +314,7 @@ class AllocateAction(Action):
                     continue
                 break
             decision.nodes_considered = max(decision.nodes_considered, len(all_nodes))
-            gradients = self._candidates(ssn, task)
+            gradients = self._candidates(ssn, task, windowed=within is None)
             if gradients is not None and within is not None:
                 gradients = within.keep(gradients)
             if gradients is None:
@@ -318,8 +328,6 @@ class AllocateAction(Action):
                 passed = filtered.passed if within is not None else self._window(ssn, filtered.passed)
                 now = fits(task, ssn.nodes.idle, passed)
                 gradients = (passed[now], passed[~now])
-            elif within is None and not self._was_nominated:
-                gradients = self._windowed(ssn, gradients)
             best = best_of_gradients(ssn, task, gradients)
             if best is None:
                 continue
@@ -344,18 +352,17 @@ class AllocateAction(Action):
             decision.outcome = "discarded"
         return None
 
-    def _candidates(self, ssn: Session, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
+    def _candidates(self, ssn: Session, task: TaskInfo, windowed: bool) -> tuple[IntArray, IntArray] | None:
         """Feasible nodes split by idle/future fit: the nominated node first if it passes,
         else the cached verdicts; None when none pass or the cache may not be used (the caller
         then filters every node again and records why each failed)."""
         nominated = self._nominated(ssn, task)
-        self._was_nominated = nominated is not None
         if nominated is not None:
             # Volcano walks a one-node list for the nominated node: its index restarts at 0.
             ssn.snapshot.last_processed_node = 0
             now = fits(task, ssn.nodes.idle, nominated)
             return nominated[now], nominated[~now]
-        got = self.caches.feasible(task)
+        got = self.caches.feasible_window(task) if windowed else self.caches.feasible(task)
         if got is None or not (len(got[0]) or len(got[1])):
             return None
         return got
@@ -365,16 +372,6 @@ class AllocateAction(Action):
         snapshot = ssn.snapshot
         kept, snapshot.last_processed_node = window(feasible, len(ssn.node_list), snapshot.last_processed_node)
         return kept
-
-    def _windowed(self, ssn: Session, gradients: tuple[IntArray, IntArray]) -> tuple[IntArray, IntArray]:
-        idle, future = gradients
-        total = len(ssn.node_list)
-        if len(idle) + len(future) <= nodes_to_find(total):
-            return gradients  # the walk examines every node and ends where it began
-        kept = self._window(ssn, np.union1d(idle, future))
-        mask = np.zeros(total, dtype=bool)
-        mask[kept] = True
-        return idle[mask[idle]], future[mask[future]]
 
     def _nominated(self, ssn: Session, task: TaskInfo) -> IntArray | None:
         name = task.pod.status.nominated_node_name

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.nodes import IntArray
+    from lahar_scheduler.framework.nodes import BoolArray, IntArray
 
 MIN_NODES_TO_FIND = 100  # --minimum-feasible-nodes
 MIN_PERCENTAGE = 5  # --minimum-percentage-nodes-to-find
@@ -34,15 +34,29 @@ def nodes_to_find(total: int) -> int:
 
 def window(feasible: IntArray, total: int, start: int) -> tuple[IntArray, int]:
     """The feasible positions (sorted, in ``range(total)``) a walk from ``start`` keeps, and where
-    the next walk starts.  The walk stops at the first feasible node past the window (it was
-    examined, so the index moves past it); with no such node every node was examined."""
+    the next walk starts (``window_positions`` on positions)."""
     if total == 0:
         return feasible, 0
+    mask = np.zeros(total, dtype=bool)
+    mask[feasible] = True
+    return window_positions(mask, start)
+
+
+def window_positions(feasible: BoolArray, start: int) -> tuple[IntArray, int]:
+    """The nodes (sorted positions) a walk from ``start`` keeps among the ``feasible`` ones, and
+    where the next walk starts.  The walk stops at the first feasible node past the window (it was
+    examined, so the index moves past it); with no such node every node was examined and the
+    index is unchanged."""
+    total = len(feasible)
+    if total == 0:
+        return np.zeros(0, dtype=np.intp), 0
     start %= total
     wanted = nodes_to_find(total)
-    if len(feasible) <= wanted:
-        return feasible, start  # every node examined: (start + total) % total
-    cut = int(np.searchsorted(feasible, start))
-    rotated = np.concatenate((feasible[cut:], feasible[:cut]))
-    examined = (int(rotated[wanted]) - start) % total + 1
-    return np.sort(rotated[:wanted]), (start + examined) % total
+    # Only the first wanted + 1 feasible nodes of the walk matter.
+    ahead = np.flatnonzero(feasible[start:])[: wanted + 1] + start
+    if len(ahead) <= wanted:
+        ahead = np.concatenate((ahead, np.flatnonzero(feasible[:start])[: wanted + 1 - len(ahead)]))
+    if len(ahead) <= wanted:
+        return np.sort(ahead), start
+    examined = (int(ahead[wanted]) - start) % total + 1
+    return np.sort(ahead[:wanted]), (start + examined) % total
