@@ -9,7 +9,6 @@ to its deserved share (allocatable) and admit jobs whose minResources fit its re
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -163,18 +162,6 @@ class ProportionPlugin(Plugin):
                 allocated.sub(t.resreq)
                 victims.append(t)
         return victims, Vote.PERMIT
-
-    def victim_ceiling(self, _: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
-        """Could name: tasks of queues holding more than their deserved share."""
-        over = frozenset(n for n, a in self.attrs.items() if not a.allocated.less_equal(a.deserved, Dim.ZERO))
-        jobs = self.ssn.jobs
-
-        def could_name(t: TaskInfo) -> bool:
-            job = jobs.get(t.job)
-            return job is not None and job.queue in over
-
-        # Which queues are over is the whole state the test reads: a change gives a fresh cache.
-        return ("proportion", over), could_name
 
     def overused(self, queue: QueueInfo) -> bool:
         attr = self.attrs[queue.uid]
