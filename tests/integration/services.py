@@ -225,3 +225,29 @@ async def poll(check: Callable[[], Any], timeout: float, interval: float = 0.02)
         if loop.time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)  # the polling interval of a deadline-bounded wait
+
+
+def small_up_stack(state_dir: Any, infra: Any, prefix: str, nodes: tuple[str, ...], conf: str) -> Any:
+    """``lahar up``'s own stack (services as processes) on the session's NATS and Valkey: one
+    binder, no webhook, sessions every 0.3 s, the scheduler given ``conf`` (written beside it)."""
+    from pathlib import Path
+
+    from lahar.up.stack import LocalStack, StackConfig
+
+    path = Path(state_dir) / "scheduler.conf"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(conf)
+    cfg = StackConfig(
+        state_dir=Path(state_dir) / "s",
+        nats_url=infra.nats_url,
+        nats_ca=infra.nats_ca,
+        redis_url=infra.redis_url,
+        prefix=prefix,
+        nodes=nodes,
+        binders=1,
+        max_binders=1,
+        period=0.3,
+        admission=False,
+        scheduler_conf=str(path),
+    )
+    return LocalStack(cfg).start(timeout=120)

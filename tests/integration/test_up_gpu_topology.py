@@ -13,9 +13,8 @@ import pytest
 
 from lahar.adapters.kube import KubeClient, KubeConfig
 from lahar.e2e.workload import ensure_queues
-from lahar.up.stack import LocalStack, StackConfig
 
-from .services import poll
+from .services import poll, small_up_stack
 
 pytestmark = pytest.mark.asyncio
 
@@ -64,22 +63,7 @@ def pod(name: str, pg: str, limits: dict[str, str]) -> dict[str, Any]:
 
 
 async def test_hard_gang_in_one_leaf_and_two_pods_on_one_card(tmp_path: Path, lahar_infra: Any) -> None:
-    conf = tmp_path / "scheduler.conf"
-    conf.write_text(CONF)
-    cfg = StackConfig(
-        state_dir=tmp_path / "s",
-        nats_url=lahar_infra.nats_url,
-        nats_ca=lahar_infra.nats_ca,
-        redis_url=lahar_infra.redis_url,
-        prefix="upgputopo",
-        nodes=NODES,
-        binders=1,
-        max_binders=1,
-        period=0.3,
-        admission=False,
-        scheduler_conf=str(conf),
-    )
-    stack = LocalStack(cfg).start(timeout=120)
+    stack = small_up_stack(tmp_path, lahar_infra, "upgputopo", NODES, CONF)
     kube = KubeClient(KubeConfig.load(stack.kubeconfig))
     try:
         await ensure_queues(kube, {"default": 1})
