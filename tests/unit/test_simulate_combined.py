@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from test_simulate_dumps import Run
+from test_simulate_topology import tree
 
 CONF = """
 actions: "enqueue, allocate, backfill"
@@ -47,11 +48,6 @@ def node(name: str) -> list[dict[str, Any]]:
     return [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status}, numa]
 
 
-def hypernode(name: str, tier: int, members: list[str], kind: str) -> dict[str, Any]:
-    spec = {"tier": tier, "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members]}
-    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name}, "spec": spec}
-
-
 def job(name: str, n: int, limits: dict[str, str], *, tier: int | None = None, numa: bool = False) -> list[Any]:
     spec: dict[str, Any] = {"minMember": n, "queue": "default"}
     if tier is not None:
@@ -77,18 +73,9 @@ def job(name: str, n: int, limits: dict[str, str], *, tier: int | None = None, n
 
 
 def cluster() -> list[Any]:
-    """spine (tier 3) > pod-a, pod-b (tier 2) > leaves a1, a2, b1, b2 (tier 1) > 2 nodes each."""
-    docs: list[Any] = [
-        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
-    ]
-    for leaf in ("a1", "a2", "b1", "b2"):
-        names = [f"{leaf}-n1", f"{leaf}-n2"]
-        for n in names:
-            docs += node(n)
-        docs.append(hypernode(leaf, 1, names, "Node"))
-    docs += [hypernode("pod-a", 2, ["a1", "a2"], "HyperNode"), hypernode("pod-b", 2, ["b1", "b2"], "HyperNode")]
-    docs.append(hypernode("spine", 3, ["pod-a", "pod-b"], "HyperNode"))
-    return docs
+    """The 3-tier tree of test_simulate_topology, every node with GPUs and NUMA nodes."""
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
+    return [queue, *tree(node)]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ HyperNodes tried."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,16 +71,22 @@ def gang(name: str, n: int, tier: int, created: str) -> list[dict[str, Any]]:
     return [pg, *pods]
 
 
-def cluster() -> list[dict[str, Any]]:
-    """spine (tier 3) > pod-a, pod-b (tier 2) > leaves a1, a2, b1, b2 (tier 1) > 2 nodes each."""
+def tree(node_docs: Callable[[str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """spine (tier 3) > pod-a, pod-b (tier 2) > leaves a1, a2, b1, b2 (tier 1) > 2 nodes each,
+    each node's objects from ``node_docs``."""
     docs: list[dict[str, Any]] = []
     for leaf in ("a1", "a2", "b1", "b2"):
         names = [f"{leaf}-n1", f"{leaf}-n2"]
-        docs += [node(n) for n in names]
+        for n in names:
+            docs += node_docs(n)
         docs.append(hypernode(leaf, 1, names, "Node"))
     docs += [hypernode("pod-a", 2, ["a1", "a2"], "HyperNode"), hypernode("pod-b", 2, ["b1", "b2"], "HyperNode")]
     docs.append(hypernode("spine", 3, ["pod-a", "pod-b"], "HyperNode"))
     return docs
+
+
+def cluster() -> list[dict[str, Any]]:
+    return tree(lambda n: [node(n)])
 
 
 @pytest.fixture
