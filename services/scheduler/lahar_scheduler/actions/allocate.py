@@ -90,9 +90,10 @@ class NodeCaches:
 
     def _code_row(self, task: TaskInfo, i: int) -> float:
         table = self.table
-        req = task.init_vec
+        # Python floats (the same doubles) compare faster than numpy scalars one by one.
+        req = task.init_vec.tolist()
         cols = task.fit_cols.tolist()
-        future, idle = table.future[i], table.idle[i]
+        future, idle = table.future[i].tolist(), table.idle[i].tolist()
         if any(req[c] >= future[c] + 0.1 for c in cols):
             return NO_FIT
         for fn in self.callbacks:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
 
 S = TaskStatus
+# Statuses ready_num counts (Volcano's ReadyTaskNum).
+_READY = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED)
 # The PodGroup annotation Volcano records a job's allocated HyperNode in.
 JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
 
@@ -350,14 +352,26 @@ class JobInfo:
 
     # -- counters -----------------------------------------------------------------------
     def count(self, *statuses: TaskStatus) -> int:
+        # A plain loop: asked several times per task placed (readiness, job order).
         idx = self.status_index
-        return sum(len(idx[s]) for s in statuses if s in idx)
+        n = 0
+        for s in statuses:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n
 
     def tasks_in(self, status: TaskStatus) -> Iterable[TaskInfo]:
         return self.status_index.get(status, {}).values()
 
     def ready_num(self) -> int:
-        return self.count(S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED)
+        idx = self.status_index
+        n = 0
+        for s in _READY:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n
 
     def waiting_num(self) -> int:
         return self.count(S.PIPELINED)

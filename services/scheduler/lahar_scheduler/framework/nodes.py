@@ -169,19 +169,28 @@ class NodeTable:
         """NodeInfo.AddTask: account a task on a node by its status."""
         i = node.index
         vec = task.res_vec
+        # In place on row views: ``a[i] += v`` would also write the row back (__setitem__).
         if task.status == TaskStatus.PIPELINED:
-            self.pipelined[i] += vec
-            self.future[i] -= vec
+            row = self.pipelined[i]
+            row += vec
+            row = self.future[i]
+            row -= vec
         else:
             if task.status == TaskStatus.RELEASING:
-                self.releasing[i] += vec
+                row = self.releasing[i]
+                row += vec
             else:
-                self.future[i] -= vec
-            self.used[i] += vec
-            self.idle[i] -= vec
+                row = self.future[i]
+                row -= vec
+            row = self.used[i]
+            row += vec
+            row = self.idle[i]
+            row -= vec
         if not task.unscored:
-            self.requested[i] += task.init_vec
-            self.nonzero[i] += _nonzero(task)
+            row = self.requested[i]
+            row += task.init_vec
+            row = self.nonzero[i]
+            row += _nonzero(task)
         if task.cards is not None and task.status not in _NO_CARDS:
             self.devices.add(i, task.uid, task.cards, task.job)
         self.pod_count[i] += 1
@@ -229,18 +238,26 @@ class NodeTable:
         i = node.index
         vec = task.res_vec
         if task.status == TaskStatus.PIPELINED:
-            self.pipelined[i] -= vec
-            self.future[i] += vec
+            row = self.pipelined[i]
+            row -= vec
+            row = self.future[i]
+            row += vec
         else:
             if task.status == TaskStatus.RELEASING:
-                self.releasing[i] -= vec
+                row = self.releasing[i]
+                row -= vec
             else:
-                self.future[i] += vec
-            self.used[i] -= vec
-            self.idle[i] += vec
+                row = self.future[i]
+                row += vec
+            row = self.used[i]
+            row -= vec
+            row = self.idle[i]
+            row += vec
         if not task.unscored:
-            self.requested[i] -= task.init_vec
-            self.nonzero[i] -= _nonzero(task)
+            row = self.requested[i]
+            row -= task.init_vec
+            row = self.nonzero[i]
+            row -= _nonzero(task)
         if task.cards is not None and task.status not in _NO_CARDS:
             self.devices.sub(i, task.uid, task.cards)
         self.pod_count[i] -= 1

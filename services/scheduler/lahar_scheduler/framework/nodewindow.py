@@ -52,11 +52,14 @@ def window_positions(feasible: BoolArray, start: int) -> tuple[IntArray, int]:
         return np.zeros(0, dtype=np.intp), 0
     start %= total
     wanted = nodes_to_find(total)
-    # Only the first wanted + 1 feasible nodes of the walk matter.
-    ahead = np.flatnonzero(feasible[start:])[: wanted + 1] + start
-    if len(ahead) <= wanted:
-        ahead = np.concatenate((ahead, np.flatnonzero(feasible[:start])[: wanted + 1 - len(ahead)]))
-    if len(ahead) <= wanted:
-        return np.sort(ahead), start
-    examined = (int(ahead[wanted]) - start) % total + 1
-    return np.sort(ahead[:wanted]), (start + examined) % total
+    # Only the first wanted + 1 feasible nodes of the walk matter.  The part from ``start`` on
+    # and the part before it are each sorted and every position of the first is larger, so the
+    # kept nodes come out sorted by putting the second part first (no sort needed).
+    ahead = np.flatnonzero(feasible[start:])
+    if len(ahead) > wanted:
+        return ahead[:wanted] + start, (start + int(ahead[wanted]) + 1) % total
+    behind = np.flatnonzero(feasible[:start])
+    need = wanted + 1 - len(ahead)  # feasible nodes the walk still looks for after wrapping
+    if len(behind) >= need:
+        return np.concatenate((behind[: need - 1], ahead + start)), (int(behind[need - 1]) + 1) % total
+    return np.concatenate((behind, ahead + start)), start

@@ -50,7 +50,9 @@ class NodeOrderPlugin(Plugin):
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
         # Static raw scores depend only on the pod's shape, so they are kept per shape.
         self._affinity_raw: dict[bytes, IntArray] = {}
-        self._taint_raw: dict[bytes, IntArray] = {}
+        # The raw taint scores per shape, and whether any node has a PreferNoSchedule taint the
+        # pod does not tolerate (asked once per shape instead of per task).
+        self._taint_raw: dict[bytes, tuple[IntArray, bool]] = {}
         self.with_affinity = sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t))
 
         # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
@@ -109,8 +111,12 @@ class NodeOrderPlugin(Plugin):
             if got is not None:
                 total += got * w.pod_affinity
         if w.taint_toleration:
-            raw = self._static(self._taint_raw, task.template_key, lambda: scores.taint_raw(table, pod))
-            if raw.any():
+            got = self._taint_raw.get(task.template_key)
+            if got is None:
+                raw = scores.taint_raw(table, pod)
+                got = self._taint_raw[task.template_key] = (raw, bool(raw.any()))
+            raw, tainted = got
+            if tainted:
                 total += scores.default_normalize(raw[idx], reverse=True) * w.taint_toleration
             else:
                 total += scores.MAX * w.taint_toleration  # no PreferNoSchedule taint anywhere

@@ -110,26 +110,29 @@ def _balance(alloc: FloatArray, req: FloatArray, ncols: int) -> FloatArray:
 
 
 def least_allocated_row(table: NodeTable, task: TaskInfo, i: int) -> float:
+    # Rows as Python floats (the same doubles): element-wise numpy scalars cost more.
+    alloc, held, asked = table.alloc[i, :2].tolist(), table.nonzero[i].tolist(), task.nonzero_vec.tolist()
     total, count = 0.0, 0
     for c in (0, 1):
-        a = float(table.alloc[i, c])
+        a = alloc[c]
         if a <= 0:
             continue
         count += 1
-        r = float(table.nonzero[i, c]) + float(task.nonzero_vec[c])
+        r = held[c] + asked[c]
         if r <= a:
             total += math.floor((a - r) * MAX / a)
     return float(math.floor(total / count)) if count else 0.0
 
 
 def most_allocated_row(table: NodeTable, task: TaskInfo, i: int) -> float:
+    alloc, held, asked = table.alloc[i, :2].tolist(), table.nonzero[i].tolist(), task.nonzero_vec.tolist()
     total, count = 0.0, 0
     for c in (0, 1):
-        a = float(table.alloc[i, c])
+        a = alloc[c]
         if a <= 0:
             continue
         count += 1
-        r = float(table.nonzero[i, c]) + float(task.nonzero_vec[c])
+        r = held[c] + asked[c]
         total += math.floor(min(r, a) * MAX / a)
     return float(math.floor(total / count)) if count else 0.0
 
@@ -137,13 +140,15 @@ def most_allocated_row(table: NodeTable, task: TaskInfo, i: int) -> float:
 def balanced_allocation_row(table: NodeTable, task: TaskInfo, i: int) -> float | None:
     cols = [0, 1]
     gpu = table.space.index.get(GPU)
-    if gpu is not None and task.init_vec[gpu] > 0:
+    init = task.init_vec.tolist()
+    if gpu is not None and init[gpu] > 0:
         cols.append(gpu)
-    pod_req = [float(task.init_vec[c]) for c in cols]
+    pod_req = [init[c] for c in cols]
     if not any(pod_req):
         return None
-    alloc = [float(table.alloc[i, c]) for c in cols]
-    before = [float(table.requested[i, c]) for c in cols]
+    alloc_row, requested_row = table.alloc[i].tolist(), table.requested[i].tolist()
+    alloc = [alloc_row[c] for c in cols]
+    before = [requested_row[c] for c in cols]
     with_pod = _balance_row(alloc, [b + w for b, w in zip(before, pod_req, strict=True)])
     without = _balance_row(alloc, before)
     return float(MAX // 2 + (MAX // 2 + with_pod - without) // 2)
