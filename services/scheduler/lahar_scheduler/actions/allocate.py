@@ -226,6 +226,9 @@ class AllocateAction(Action):
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
         sheets: dict[str, JobWorksheet] = {}  # jobs with a subGroupPolicy, by sub-job
+        # Precomputed order keys (framework/pq.py): allocate moves only the tasks of the job it
+        # has popped, so the keys of the jobs waiting in a queue hold until they are popped.
+        job_key = ssn.job_sort_key()
         for job in ssn.jobs.values():
             if job.is_pending():
                 if "enqueue" in ssn.enabled_actions:
@@ -247,10 +250,10 @@ class AllocateAction(Action):
                         ssn.explain(job, best_effort_why(len(best_effort)))
                 continue
             if job.queue not in jobs_by_queue:
-                jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order)
+                jobs_by_queue[job.queue] = PriorityQueue(ssn.job_order, key=job_key)
                 queues.push(ssn.queues[job.queue])
             jobs_by_queue[job.queue].push(job)
-            worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks)
+            worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks, key=ssn.task_sort_key(tasks))
             if job.sub_jobs is not None:
                 sheets[job.uid] = organize(ssn, job, tasks)
         while not queues.empty():

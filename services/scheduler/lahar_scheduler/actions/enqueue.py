@@ -17,6 +17,8 @@ class EnqueueAction(Action):
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
+        # Admitting a job moves none of its tasks, so the job keys hold (framework/pq.py).
+        key = ssn.job_sort_key()
         for job in ssn.jobs.values():
             queue = ssn.queues.get(job.queue)
             if queue is None:
@@ -25,7 +27,10 @@ class EnqueueAction(Action):
                 seen.add(queue.uid)
                 queues.push(queue)
             if job.is_pending():
-                jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+                waiting = jobs.get(job.queue)
+                if waiting is None:
+                    waiting = jobs[job.queue] = PriorityQueue(ssn.job_order, key=key)
+                waiting.push(job)
         while not queues.empty():
             queue = queues.pop()
             pending = jobs.get(queue.uid)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -43,6 +43,7 @@ from lahar_scheduler.framework.points import (
     flat,
 )
 from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
@@ -321,6 +322,42 @@ class Session:
             return r < 0
         return not self.queue_order(left, right)
 
+    def job_sort_key(self) -> Callable[[JobInfo], tuple[Any, ...]] | None:
+        """A key ordering jobs exactly as ``job_order`` does (see framework/pq.py), or None when
+        some job-order callback is not a ``ByKey`` or a creation stamp does not parse.
+
+        The plugins' keys (priority, readiness, drf share) change only when the job's own tasks
+        move, so a job's key holds while it waits in a queue.  The framework's default comes
+        last: creation time, then uid (equal stamps are equal times, so the uid decides)."""
+        keys = _keys(self.callbacks(JOB_ORDER))
+        times = _creation_times(j.creation for j in self.jobs.values())
+        if keys is None or times is None:
+            return None
+
+        def key(job: JobInfo) -> tuple[Any, ...]:
+            created = times.get(job.creation)
+            return (*[k(job) for k in keys], parse_time(job.creation) if created is None else created, job.uid)
+
+        return key
+
+    def task_sort_key(self, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple[Any, ...]] | None:
+        """A key ordering ``tasks`` exactly as ``task_order`` does, or None.  The default order
+        compares pod-name indices only when both tasks have one, so the key needs every task to
+        have an index (then: index, creation time, uid)."""
+        keys = _keys(self.callbacks(TASK_ORDER))
+        if keys is None or any(t.index is None for t in tasks):
+            return None
+        times = _creation_times(t.creation for t in tasks)
+        if times is None:
+            return None
+
+        def key(task: TaskInfo) -> tuple[Any, ...]:
+            created = times.get(task.creation)
+            at = parse_time(task.creation) if created is None else created
+            return (*[k(task) for k in keys], task.index, at, task.uid)
+
+        return key
+
     def task_order(self, left: TaskInfo, right: TaskInfo) -> bool:
         return self._task_cmp(left, right) < 0
 
@@ -541,6 +578,29 @@ def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:
     if lt == rt:
         return -1 if luid < ruid else (1 if luid > ruid else 0)
     return -1 if lt < rt else 1
+
+
+def _keys(fns: Sequence[Callable[[T, T], int]]) -> list[Callable[[T], Any]] | None:
+    """The callbacks' keys when every one is a ``ByKey``."""
+    keys = []
+    for fn in fns:
+        if not isinstance(fn, ByKey):
+            return None
+        keys.append(fn.key)
+    return keys
+
+
+def _creation_times(stamps: Iterable[str]) -> dict[str, float] | None:
+    """Each distinct stamp's time, or None when one does not parse (comparators would then fail
+    only when they compare it, which a precomputed key cannot reproduce)."""
+    times: dict[str, float] = {}
+    for stamp in stamps:
+        if stamp not in times:
+            try:
+                times[stamp] = parse_time(stamp)
+            except ValueError:
+                return None
+    return times
 
 
 def compare_task(left: TaskInfo, right: TaskInfo) -> int:

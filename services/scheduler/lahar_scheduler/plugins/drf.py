@@ -18,6 +18,7 @@ import msgspec
 from lahar.api.resource import Resource
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
@@ -52,7 +53,9 @@ class DrfPlugin(Plugin):
             ssn.add(P.QUEUE_ORDER, self.queue_order)
             ssn.add(P.RECLAIMABLE, self.reclaimable)
         ssn.add(P.PREEMPTABLE, _Preemptable(self))
-        ssn.add(P.JOB_ORDER, self.job_order)
+        # Smaller share first.  A job's share changes only when its own tasks move, so queues
+        # may compare it precomputed (framework/pq.py).
+        ssn.add(P.JOB_ORDER, ByKey(self.share_of))
         ssn.add_event_handler(EventHandler(self.on_allocate, self.on_deallocate))
 
     # -- the share of each job ----------------------------------------------------------------
@@ -62,6 +65,9 @@ class DrfPlugin(Plugin):
 
     def dominant(self, held: Resource) -> float:
         return dominant_share(held, self.total, self.names)
+
+    def share_of(self, job: JobInfo) -> float:
+        return self.attrs[job.uid].share
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         attrs = self.attrs

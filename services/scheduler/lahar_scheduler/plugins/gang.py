@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import Condition, Session
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
@@ -27,7 +28,7 @@ class GangPlugin(Plugin):
         ssn.add(P.PREEMPTABLE, self.evictable)
         ssn.add(P.RECLAIMABLE, self.evictable)
         ssn.add(P.UNIFIED_EVICTABLE, _unified_evictable)
-        ssn.add(P.JOB_ORDER, _job_order)
+        ssn.add(P.JOB_ORDER, JOB_ORDER)
         ssn.add(P.JOB_READY, _job_ready)
         ssn.add(P.JOB_PIPELINED, _job_pipelined)
         ssn.add(P.JOB_STARVING, _job_starving)
@@ -158,11 +159,13 @@ def _job_starving(job: JobInfo) -> bool:
     return job.is_starving()
 
 
-def _job_order(left: JobInfo, right: JobInfo) -> int:
-    lr, rr = left.is_ready(), right.is_ready()
-    if lr == rr:
-        return 0
-    return 1 if lr else -1
+def _ready_key(job: JobInfo) -> bool:
+    return job.is_ready()
+
+
+# Jobs still to be made whole go first (False before True).  Readiness changes only when the
+# job's own tasks move, so queues may compare it precomputed (framework/pq.py).
+JOB_ORDER: ByKey[JobInfo] = ByKey(_ready_key)
 
 
 def _placeable(job: JobInfo) -> int:

@@ -96,6 +96,13 @@ class NodeOrderPlugin(Plugin):
                 total += got * w.balanced_resource
         return total
 
+    def _taint(self, task: TaskInfo) -> tuple[IntArray, bool]:
+        got = self._taint_raw.get(task.template_key)
+        if got is None:
+            raw = scores.taint_raw(self.table, task.pod)
+            got = self._taint_raw[task.template_key] = (raw, bool(raw.any()))
+        return got
+
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
         total = self._local.get(task.template_key, task)[idx]
@@ -111,11 +118,7 @@ class NodeOrderPlugin(Plugin):
             if got is not None:
                 total += got * w.pod_affinity
         if w.taint_toleration:
-            got = self._taint_raw.get(task.template_key)
-            if got is None:
-                raw = scores.taint_raw(table, pod)
-                got = self._taint_raw[task.template_key] = (raw, bool(raw.any()))
-            raw, tainted = got
+            raw, tainted = self._taint(task)
             if tainted:
                 total += scores.default_normalize(raw[idx], reverse=True) * w.taint_toleration
             else:

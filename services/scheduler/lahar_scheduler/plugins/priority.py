@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import Vote
@@ -24,8 +25,8 @@ class PriorityPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        ssn.add(P.TASK_ORDER, _by_priority)
-        ssn.add(P.JOB_ORDER, _by_priority)
+        ssn.add(P.TASK_ORDER, BY_PRIORITY)
+        ssn.add(P.JOB_ORDER, BY_PRIORITY)
         ssn.add(P.SUB_JOB_ORDER, _sub_job_by_priority)
         ssn.add(P.PREEMPTABLE, self.preemptable)
         ssn.add(P.UNIFIED_EVICTABLE, self.unified_evictable)
@@ -79,8 +80,13 @@ def _never(_: TaskInfo) -> bool:
     return False
 
 
-def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:
-    return _desc(left.priority, right.priority)
+def _minus_priority(item: JobInfo | TaskInfo) -> int:
+    return -item.priority
+
+
+# Higher priority first, as a key (framework/pq.py): a job's or task's priority does not change
+# in a session, so queues may compare it precomputed.
+BY_PRIORITY: ByKey[JobInfo | TaskInfo] = ByKey(_minus_priority)
 
 
 def _starving(job: JobInfo) -> bool:
