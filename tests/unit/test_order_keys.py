@@ -160,7 +160,7 @@ def _window_sorting(feasible: np.ndarray, start: int) -> tuple[np.ndarray, int]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 400), st.floats(0.0, 1.0), st.integers(0, 1000), st.integers(0, 2**32 - 1))
+@given(st.integers(0, 3000), st.floats(0.0, 1.0), st.integers(0, 4000), st.integers(0, 2**32 - 1))
 def test_the_window_without_a_sort_is_the_sorted_window(total: int, density: float, start: int, seed: int) -> None:
     feasible = np.random.default_rng(seed).random(total) < density
     kept, nxt = window_positions(feasible, start)

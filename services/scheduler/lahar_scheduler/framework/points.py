@@ -190,11 +190,20 @@ def predicate_filter(chain: Chain, args: tuple[Any, ...]) -> Filtered:
 def score_sum(chain: Chain, args: tuple[Any, ...]) -> FloatArray:
     """Every plugin's scores over the nodes, summed."""
     _task, idx = args
-    total: FloatArray = np.zeros(len(idx))
+    total: FloatArray | None = None
     for fns in chain:
         for fn in fns:
-            total += fn(*args)
-    return total
+            got = fn(*args)
+            if total is not None:
+                total += got
+            elif isinstance(got, np.ndarray) and got.shape == (len(idx),):
+                # The first scores as a float copy (what zeros plus them give): one array
+                # operation fewer per task placed.
+                total = got.astype(np.float64)
+            else:
+                total = np.zeros(len(idx))
+                total += got
+    return np.zeros(len(idx)) if total is None else total
 
 
 # Volcano calls the simulate add/remove hooks of plugins that enable preemptable or allocatable.
