@@ -55,28 +55,11 @@ def window_positions(feasible: BoolArray, start: int) -> tuple[IntArray, int]:
     # Only the first wanted + 1 feasible nodes of the walk matter.  The part from ``start`` on
     # and the part before it are each ascending and every position of the first is larger, so
     # the kept nodes come out sorted by putting the second part first (no sort needed).
-    ahead = first_feasible(feasible, start, total, wanted + 1)
+    ahead = np.flatnonzero(feasible[start:])
     if len(ahead) > wanted:
-        return ahead[:wanted], (int(ahead[wanted]) + 1) % total
+        return ahead[:wanted] + start, (start + int(ahead[wanted]) + 1) % total
+    behind = np.flatnonzero(feasible[:start])
     need = wanted + 1 - len(ahead)  # feasible nodes the walk still looks for after wrapping
-    behind = first_feasible(feasible, 0, start, need)
-    if len(behind) == need:
-        return np.concatenate((behind[:-1], ahead)), (int(behind[-1]) + 1) % total
-    return np.concatenate((behind, ahead)), start
-
-
-def first_feasible(feasible: BoolArray, lo: int, hi: int, count: int) -> IntArray:
-    """The first ``count`` positions in ``[lo, hi)`` that are feasible, ascending.  Read in
-    growing chunks: on a mostly feasible cluster the window ends long before the node list."""
-    found: list[IntArray] = []
-    have, step = 0, max(2 * count, 64)
-    while lo < hi and have < count:
-        end = min(hi, lo + step)
-        got = np.flatnonzero(feasible[lo:end]) + lo
-        found.append(got)
-        have += len(got)
-        lo, step = end, step * 2
-    if not found:
-        return np.zeros(0, dtype=np.intp)
-    out = found[0] if len(found) == 1 else np.concatenate(found)
-    return out[:count]
+    if len(behind) >= need:
+        return np.concatenate((behind[: need - 1], ahead + start)), (int(behind[need - 1]) + 1) % total
+    return np.concatenate((behind, ahead + start)), start
