@@ -128,7 +128,7 @@ class NodeCaches:
         if not self.ssn.predicates_local(task):
             return None
         codes = self.codes.get(task.template_key, task)
-        return np.flatnonzero(codes == FITS_IDLE), np.flatnonzero(codes == FITS_FUTURE)
+        return (codes == FITS_IDLE).nonzero()[0], (codes == FITS_FUTURE).nonzero()[0]
 
     def feasible_window(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
         """``feasible`` within Volcano's predicate walk (framework/nodewindow.py): only the nodes
@@ -150,7 +150,8 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     chosen = ssn.call(P.BEST_NODE, task, idx, scores)
     if chosen is not None:
         return chosen
-    ties = np.flatnonzero(scores == scores.max())
+    # ``nonzero()[0]`` on a 1-D mask is np.flatnonzero without its Python wrappers (per task).
+    ties = (scores == scores.max()).nonzero()[0]
     pick = ties[ssn.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]
     return int(idx[pick])
 

@@ -55,10 +55,10 @@ def window_positions(feasible: BoolArray, start: int) -> tuple[IntArray, int]:
     # Only the first wanted + 1 feasible nodes of the walk matter.  The part from ``start`` on
     # and the part before it are each ascending and every position of the first is larger, so
     # the kept nodes come out sorted by putting the second part first (no sort needed).
-    ahead = np.flatnonzero(feasible[start:])
+    ahead = feasible[start:].nonzero()[0]  # np.flatnonzero without its wrappers (1-D)
     if len(ahead) > wanted:
         return ahead[:wanted] + start, (start + int(ahead[wanted]) + 1) % total
-    behind = np.flatnonzero(feasible[:start])
+    behind = feasible[:start].nonzero()[0]
     need = wanted + 1 - len(ahead)  # feasible nodes the walk still looks for after wrapping
     if len(behind) >= need:
         return np.concatenate((behind[: need - 1], ahead + start)), (int(behind[need - 1]) + 1) % total
