@@ -34,7 +34,7 @@ from lahar_scheduler.framework.why import best_effort_why
 from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.nodes import IntArray
+    from lahar_scheduler.framework.nodes import FloatArray, IntArray
     from lahar_scheduler.framework.subjobs import SubJobInfo
 
 
@@ -142,12 +142,37 @@ class NodeCaches:
         return kept[got == FITS_IDLE], kept[got == FITS_FUTURE]
 
 
-def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
+@dataclass(frozen=True)
+class Calls:
+    """The extension points allocate calls per task, each resolved once (``Session.caller``)."""
+
+    allocatable: Callable[[QueueInfo, TaskInfo], bool]
+    pre_predicate: Callable[[TaskInfo], str | None]
+    job_ready: Callable[[JobInfo], bool]
+    node_order: Callable[[TaskInfo, IntArray], FloatArray]
+    best_node: Callable[[TaskInfo, IntArray, FloatArray], int | None]
+
+    @classmethod
+    def of(cls, ssn: Session) -> Calls:
+        return cls(
+            ssn.caller(P.ALLOCATABLE),
+            ssn.caller(P.PRE_PREDICATE),
+            ssn.caller(P.JOB_READY),
+            ssn.caller(P.NODE_ORDER),
+            ssn.caller(P.BEST_NODE),
+        )
+
+
+def select_best(ssn: Session, task: TaskInfo, idx: IntArray, calls: Calls | None = None) -> int:
     """Highest score; ``BestNodeFn`` may override; ties broken at random (seeded)."""
     if len(idx) == 1:
         return int(idx[0])
-    scores = ssn.call(P.NODE_ORDER, task, idx)
-    chosen = ssn.call(P.BEST_NODE, task, idx, scores)
+    if calls is None:
+        scores = ssn.call(P.NODE_ORDER, task, idx)
+        chosen = ssn.call(P.BEST_NODE, task, idx, scores)
+    else:
+        scores = calls.node_order(task, idx)
+        chosen = calls.best_node(task, idx, scores)
     if chosen is not None:
         return chosen
     # ``nonzero()[0]`` on a 1-D mask is np.flatnonzero without its Python wrappers (per task).
@@ -156,10 +181,12 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray) -> int:
     return int(idx[pick])
 
 
-def best_of_gradients(ssn: Session, task: TaskInfo, gradients: tuple[IntArray, IntArray]) -> int | None:
+def best_of_gradients(
+    ssn: Session, task: TaskInfo, gradients: tuple[IntArray, IntArray], calls: Calls | None = None
+) -> int | None:
     for gradient in gradients:
         if len(gradient):
-            return select_best(ssn, task, gradient)
+            return select_best(ssn, task, gradient, calls)
     return None
 
 
@@ -191,10 +218,10 @@ class Within:
         return inside if len(inside[0]) or len(inside[1]) else None
 
 
-def _ready(ssn: Session, job: JobInfo, within: Within | None) -> bool:
+def _ready(ssn: Session, job: JobInfo, within: Within | None, calls: Calls) -> bool:
     if within is not None and within.sub is not None:
         return ssn.sub_job_ready(job, within.sub)
-    return ssn.call(P.JOB_READY, job)
+    return calls.job_ready(job)
 
 
 def _pipelined(ssn: Session, job: JobInfo, within: Within | None) -> bool:
@@ -224,6 +251,7 @@ class AllocateAction(Action):
 
     def execute(self, ssn: Session) -> None:
         self.caches = NodeCaches(ssn)
+        self.calls = Calls.of(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -279,7 +307,7 @@ class AllocateAction(Action):
                 stmt = allocate_in_hypernodes(self, ssn, job, queue, worksheet, topo)
             else:
                 stmt = self.allocate_job(ssn, job, queue, worksheet)
-            if stmt is not None and ssn.call(P.JOB_READY, job):
+            if stmt is not None and self.calls.job_ready(job):
                 stmt.commit()
                 ssn.decision(job).outcome = "allocated"
                 if (not sheet.empty()) if sheet is not None else len(worksheet):
@@ -296,10 +324,11 @@ class AllocateAction(Action):
     ) -> Statement | None:
         stmt = ssn.statement()
         decision = ssn.decision(job)
+        calls = self.calls
         all_nodes = ssn.candidate_nodes() if within is None else within.rows
         while not tasks.empty():
             task = tasks.pop()
-            if not ssn.call(P.ALLOCATABLE, queue, task):
+            if not calls.allocatable(queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
                 ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
@@ -310,7 +339,7 @@ class AllocateAction(Action):
                     f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
                 )
                 continue
-            err = ssn.call(P.PRE_PREDICATE, task)
+            err = calls.pre_predicate(task)
             if err is not None:
                 fe = FitErrors(err)
                 fe.add(err, len(all_nodes))
@@ -334,7 +363,7 @@ class AllocateAction(Action):
                 passed = filtered.passed if within is not None else self._window(ssn, filtered.passed)
                 now = fits(task, ssn.nodes.idle, passed)
                 gradients = (passed[now], passed[~now])
-            best = best_of_gradients(ssn, task, gradients)
+            best = best_of_gradients(ssn, task, gradients, calls)
             if best is None:
                 continue
             node = ssn.node_list[best]
@@ -345,9 +374,9 @@ class AllocateAction(Action):
             decision.chosen[task.key] = node.name
             if within is not None:
                 within.placed(task, node.name)
-            if _ready(ssn, job, within):
+            if _ready(ssn, job, within, calls):
                 break
-        if _ready(ssn, job, within):
+        if _ready(ssn, job, within, calls):
             return stmt
         if _pipelined(ssn, job, within):
             if within is None or within.sub is None:  # a sub-job's try is not the job's outcome

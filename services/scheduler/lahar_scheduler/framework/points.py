@@ -206,6 +206,45 @@ def score_sum(chain: Chain, args: tuple[Any, ...]) -> FloatArray:
     return np.zeros(len(idx)) if total is None else total
 
 
+# -- one point's dispatch resolved once ------------------------------------------------------
+def _every_of(fns: list[Callable[..., Any]]) -> Callable[..., Any] | None:
+    if not fns:
+        return lambda *args: True
+    if len(fns) == 1:
+        fn = fns[0]
+        return lambda *args: bool(fn(*args))  # all() of one answer
+    return None
+
+
+def _first_error_of(fns: list[Callable[..., Any]]) -> Callable[..., Any] | None:
+    if not fns:
+        return lambda *args: None
+    if len(fns) == 1:
+        fn = fns[0]
+
+        def one(*args: Any) -> str | None:
+            err = fn(*args)
+            return str(err) if err else None
+
+        return one
+    return None
+
+
+def _first_result_of(fns: list[Callable[..., Any]]) -> Callable[..., Any] | None:
+    if not fns:
+        return lambda *args: None
+    return fns[0] if len(fns) == 1 else None
+
+
+# Combiners with a shortcut for the chains most configurations have (none or one callback): the
+# same answers without walking the tiers.  Others are dispatched through the combiner as ``call``.
+SHORTCUTS: dict[Callable[..., Any], Callable[[list[Callable[..., Any]]], Callable[..., Any] | None]] = {
+    every: _every_of,
+    first_error: _first_error_of,
+    first_result: _first_result_of,
+}
+
+
 # Volcano calls the simulate add/remove hooks of plugins that enable preemptable or allocatable.
 _SIMULATE_TASK = ("enablePreemptable", "enabledAllocatable")
 

@@ -11,7 +11,7 @@ import functools
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from lahar_scheduler.framework.points import (
     POINTS,
     PREDICATE,
     QUEUE_ORDER,
+    SHORTCUTS,
     SUB_JOB_ORDER,
     SUB_JOB_PIPELINED,
     SUB_JOB_READY,
@@ -162,6 +163,8 @@ class Session:
         self._registered: dict[str, dict[str, Any]] = {name: {} for name in POINTS}
         self._chains: dict[str, Chain] = {}
         self._handlers: list[EventHandler] = []
+        self._on_allocate: list[Callable[[TaskInfo], None]] = []
+        self._on_deallocate: list[Callable[[TaskInfo], None]] = []
         self._touched: dict[int, tuple[TaskInfo, TaskStatus, str]] = {}
         self._unscored: dict[int, TaskInfo] = {}  # victims evicted in a Statement (see set_scored)
         self._committed: set[int] = set()
@@ -271,6 +274,22 @@ class Session:
             raise TypeError(f"{point.name}: callbacks take positional arguments only")
         return point.combine(self._chain(point), args)
 
+    def caller(self, point: Point[Q, Any, R]) -> Callable[Q, R]:
+        """``call`` for one point with its chain resolved once, for actions that call a point
+        per task.  Callbacks are registered only while the session opens, so the chain an action
+        resolves cannot change under it."""
+        chain = self._chain(point)
+        shortcut = SHORTCUTS.get(point.combine)
+        fast = shortcut(flat(chain)) if shortcut is not None else None
+        if fast is not None:
+            return cast("Callable[Q, R]", fast)
+        combine = point.combine
+
+        def dispatch(*args: Q.args, **kwargs: Q.kwargs) -> R:
+            return combine(chain, args)
+
+        return dispatch
+
     def callbacks(self, point: Point[Q, T, Any]) -> list[Callable[Q, T]]:
         """The consulted callbacks in tier order (for actions that cache per-node verdicts)."""
         return flat(self._chain(point))
@@ -284,6 +303,11 @@ class Session:
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self._handlers.append(handler)
+        # Each event's callbacks in registration order, so firing one walks no handler twice.
+        if handler.allocate is not None:
+            self._on_allocate.append(handler.allocate)
+        if handler.deallocate is not None:
+            self._on_deallocate.append(handler.deallocate)
 
     def _chain(self, point: Point[Any, Any, Any]) -> Chain:
         """Callbacks per tier, in plugin order, with the point's enable flag applied."""
@@ -400,14 +424,12 @@ class Session:
         self.nodes.set_scored(task, scored)
 
     def fire_allocate(self, task: TaskInfo) -> None:
-        for h in self._handlers:
-            if h.allocate is not None:
-                h.allocate(task)
+        for fn in self._on_allocate:
+            fn(task)
 
     def fire_deallocate(self, task: TaskInfo) -> None:
-        for h in self._handlers:
-            if h.deallocate is not None:
-                h.deallocate(task)
+        for fn in self._on_deallocate:
+            fn(task)
 
     def statement(self) -> Statement:
         from lahar_scheduler.framework.statement import Statement

@@ -114,7 +114,7 @@ class ProportionPlugin(Plugin):
         ssn.add(P.QUEUE_ORDER, self.queue_order)
         ssn.add(P.RECLAIMABLE, self.reclaimable)
         ssn.add(P.OVERUSED, self.overused)
-        ssn.add(P.ALLOCATABLE, allocatable_callback(self.attrs, self.queue_allocatable))
+        ssn.add(P.ALLOCATABLE, allocatable_callback(self.attrs, self.task_allocatable))
         ssn.add(P.PREEMPTIVE, self.queue_allocatable)
         ssn.add(P.JOB_ENQUEUEABLE, self.enqueueable)
         ssn.add(P.JOB_ENQUEUED, self.enqueued)
@@ -175,6 +175,15 @@ class ProportionPlugin(Plugin):
         for t in tasks:
             req.add(t.resreq)
         ok, _ = attr.allocated.clone().add(req).less_equal_in(attr.deserved, req)
+        return ok
+
+    def task_allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """``queue_allocatable`` for one task (allocate asks per task): its request as is, which
+        is what summing it into an empty request gives."""
+        if not queue.is_open():
+            return False
+        attr = self.attrs[queue.uid]
+        ok, _ = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
         return ok
 
     def enqueueable(self, job: JobInfo) -> Vote:

@@ -32,7 +32,7 @@ STATE_KEY = "proportion"
 Attrs = dict[str, "QueueAttr"]
 
 
-def allocatable_callback(attrs: Attrs, check: Callable[[QueueInfo, list[TaskInfo]], bool]) -> AllocatableWithBound:
+def allocatable_callback(attrs: Attrs, check: Callable[[QueueInfo, TaskInfo], bool]) -> AllocatableWithBound:
     """proportion's allocatable, with how much the queue must free first: allocated + request
     above deserved on the requested dimensions (nothing frees a closed queue)."""
 
@@ -44,7 +44,7 @@ def allocatable_callback(attrs: Attrs, check: Callable[[QueueInfo, list[TaskInfo
             return Resource(math.inf, math.inf)
         return excess(attr.allocated.clone().add(task.resreq), attr.deserved, task.resreq)
 
-    return AllocatableWithBound(lambda queue, task: check(queue, [task]), shortfall)
+    return AllocatableWithBound(check, shortfall)
 
 
 def register_simulation(ssn: Session, attrs: Attrs) -> None:
