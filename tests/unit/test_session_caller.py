@@ -18,8 +18,12 @@ from lahar_scheduler.framework import points as P
 ANSWERS: list[Any] = [True, False, None, 0, 1, -1, "", "no room", 3, [], ["x"]]
 
 
+def _answering(answer: Any) -> Callable[..., Any]:
+    return lambda *args: answer
+
+
 def _fns(answers: list[Any]) -> list[Callable[..., Any]]:
-    return [(lambda a: lambda *args: a)(a) for a in answers]
+    return [_answering(a) for a in answers]
 
 
 @pytest.mark.parametrize("combine", list(P.SHORTCUTS))
