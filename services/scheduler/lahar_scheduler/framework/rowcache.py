@@ -29,13 +29,11 @@ A = TypeVar("A", bound=np.ndarray)
 
 
 class _Entry(Generic[A]):
-    __slots__ = ("read", "stale", "values")
+    __slots__ = ("read", "values")
 
     def __init__(self, values: A, read: int) -> None:
         self.values = values
         self.read = read
-        # Rows changed but not yet recomputed (``rows`` leaves rows it was not asked for).
-        self.stale: np.ndarray | None = None
 
 
 class RowCache(Generic[A]):
@@ -62,47 +60,13 @@ class RowCache(Generic[A]):
                 self._entries.popitem(last=False)
             return values
         self._entries.move_to_end(key)
-        pending = set(changes[entry.read :]) if entry.read < len(changes) else set()
-        stale = entry.stale
-        if stale is not None and stale.any():
-            # Rows ``rows`` left for later are recomputed too: the entry is whole again.
-            pending.update(stale.nonzero()[0].tolist())
-            stale[:] = False
-        if pending:
+        if entry.read < len(changes):
+            pending = set(changes[entry.read :])
             if self.row is not None and len(pending) <= SCALAR_ROWS:
                 for i in pending:
                     entry.values[i] = self.row(task, i)
             else:
                 rows = np.array(sorted(pending), dtype=np.intp)
                 entry.values[rows] = self.compute(task, rows)
-        entry.read = len(changes)
-        return entry.values
-
-    def rows(self, key: bytes, task: TaskInfo, idx: IntArray) -> A:
-        """``get(key, task)[idx]``, bringing only the rows of ``idx`` up to date.  A changed row
-        elsewhere is marked and recomputed when it is next asked for: the functions are
-        row-local, so computing it then gives what computing it now would.  Placements spread
-        over the cluster while a caller asks for one window of nodes at a time, so most changed
-        rows are not recomputed for every task shape."""
-        changes = self.table.changes
-        entry = self._entries.get(key)
-        if entry is None or len(entry.values) != len(self.table.infos):
-            return self.get(key, task)[idx]  # type: ignore[return-value]
-        self._entries.move_to_end(key)
-        stale = entry.stale
-        if entry.read < len(changes):
-            if stale is None:
-                stale = entry.stale = np.zeros(len(entry.values), dtype=bool)
-            stale[changes[entry.read :]] = True
             entry.read = len(changes)
-        if stale is not None:
-            hit = stale[idx]
-            if hit.any():
-                need = idx[hit]
-                if self.row is not None and len(need) <= SCALAR_ROWS:
-                    for i in need.tolist():
-                        entry.values[i] = self.row(task, i)
-                else:
-                    entry.values[need] = self.compute(task, need)
-                stale[need] = False
-        return entry.values[idx]  # type: ignore[return-value]
+        return entry.values

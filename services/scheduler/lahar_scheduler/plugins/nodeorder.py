@@ -105,7 +105,7 @@ class NodeOrderPlugin(Plugin):
 
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
-        total = self._local.rows(task.template_key, task, idx)
+        total = self._local.get(task.template_key, task)[idx]
         if w.node_affinity:
             terms = scores.preferred_terms(pod)
             if terms:
