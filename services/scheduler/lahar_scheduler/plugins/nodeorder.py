@@ -16,7 +16,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.plugins.base import Plugin
-from lahar_scheduler.plugins.k8s import scores
+from lahar_scheduler.plugins.k8s import scores, scores_fast
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
 
 if TYPE_CHECKING:
@@ -57,6 +57,9 @@ class NodeOrderPlugin(Plugin):
 
         # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
         self._local = RowCache(self.table, self._local_scores, self._local_row)
+        # Per shape: whether the resource scores take the common case's kernels (scores_fast).
+        self._both = scores_fast.every_node_has_cpu_and_memory(self.table)
+        self._fast: dict[bytes, bool] = {}
         ssn.add(P.NODE_ORDER, self.score)
         ssn.add_event_handler(EventHandler(self.on_allocate, None))
 
@@ -64,8 +67,18 @@ class NodeOrderPlugin(Plugin):
         if _has_pod_affinity(task):
             self.with_affinity += 1
 
+    def _common(self, task: TaskInfo) -> bool:
+        got = self._fast.get(task.template_key)
+        if got is None:
+            got = self._fast[task.template_key] = self._both and scores_fast.applies(
+                self.table, task, self.w.most_requested
+            )
+        return got
+
     def _local_scores(self, task: TaskInfo, rows: IntArray) -> FloatArray:
         w, table = self.w, self.table
+        if self._common(task):
+            return scores_fast.local_scores(table, task, rows, w.least_requested, w.balanced_resource)
         total = np.zeros(len(rows))
         if w.least_requested:
             total += scores.least_allocated(table, task, rows) * w.least_requested
@@ -85,6 +98,8 @@ class NodeOrderPlugin(Plugin):
 
     def _local_row(self, task: TaskInfo, i: int) -> float:
         w, table = self.w, self.table
+        if self._common(task):
+            return scores_fast.local_score_row(table, task, i, w.least_requested, w.balanced_resource)
         total = 0.0
         if w.least_requested:
             total += scores.least_allocated_row(table, task, i) * w.least_requested
