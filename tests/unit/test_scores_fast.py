@@ -41,6 +41,7 @@ def _session(seed: int) -> Any:
                 extra=gpu,
                 node_name=f"n{rng.randrange(n)}" if placed else "",
                 phase="Running" if placed else "Pending",
+                deleting=placed and rng.random() < 0.3,  # releasing: room in future idle only
             )
         )
     return open_session(objs, load_conf(None))

@@ -88,27 +88,46 @@ class NodeCaches:
         self.codes = RowCache(ssn.nodes, self._codes, self._code_row)
         # Any: callbacks may offer a ``passes`` fast path beside the point's signature.
         self.callbacks: list[Any] = ssn.callbacks(P.PREDICATE)
+        self._rows = [getattr(fn, "passes_row", None) for fn in self.callbacks]
+        self._shape_asks: dict[bytes, tuple[list[float], list[int]]] = {}
 
     def _code_row(self, task: TaskInfo, i: int) -> float:
         table = self.table
-        # Python floats (the same doubles) compare faster than numpy scalars one by one.
-        req = task.init_vec.tolist()
-        cols = task.fit_cols.tolist()
-        future, idle = table.future[i].tolist(), table.idle[i].tolist()
-        if any(req[c] >= future[c] + 0.1 for c in cols):
-            return NO_FIT
-        for fn in self.callbacks:
-            row = getattr(fn, "passes_row", None)
+        req, cols = self._asks(task)
+        future = table.future[i].tolist()
+        for c in cols:
+            if req[c] >= future[c] + 0.1:
+                return NO_FIT
+        for row in self._rows:
             ok = row(task, i) if row is not None else bool(self._predicates(task, np.array([i]))[0])
             if not ok:
                 return NO_FIT
-        return FITS_IDLE if all(req[c] < idle[c] + 0.1 for c in cols) else FITS_FUTURE
+        idle = table.idle[i].tolist()
+        for c in cols:
+            if not req[c] < idle[c] + 0.1:
+                return FITS_FUTURE
+        return FITS_IDLE
+
+    def _asks(self, task: TaskInfo) -> tuple[list[float], list[int]]:
+        """The task's request and checked columns as Python numbers (the same doubles, compared
+        faster one by one than numpy scalars), kept per shape."""
+        got = self._shape_asks.get(task.template_key)
+        if got is None:
+            got = self._shape_asks[task.template_key] = (task.init_vec.tolist(), task.fit_cols.tolist())
+        return got
 
     def _codes(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
         table = self.table
-        future = fits(task, table.future, rows)
-        ok = future & self._predicates(task, rows)
-        return np.where(ok, np.where(fits(task, table.idle, rows), FITS_IDLE, FITS_FUTURE), NO_FIT).astype(np.int8)
+        cols = task.fit_cols
+        req = task.init_vec[cols]
+        # fits() for future and idle, the request gathered once; codes as np.where would give.
+        ok = (req < table.future[rows][:, cols] + 0.1).all(axis=1)
+        ok &= self._predicates(task, rows)
+        now = (req < table.idle[rows][:, cols] + 0.1).all(axis=1)
+        codes = np.zeros(len(rows), dtype=np.int8)
+        codes[ok] = FITS_FUTURE
+        codes[ok & now] = FITS_IDLE
+        return codes
 
     def _predicates(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
         callbacks = self.callbacks
