@@ -58,7 +58,7 @@ class PriorityQueue(Generic[T]):
     ) -> None:
         self._less = less
         self._key = key
-        self._heap: list[Any] = [self._entry(i) for i in items]
+        self._heap: list[Any] = [_Entry(i, less) for i in items] if key is None else [_Keyed(i, key(i)) for i in items]
         heapq.heapify(self._heap)
 
     def _entry(self, item: T) -> _Entry[T] | _Keyed[T]:

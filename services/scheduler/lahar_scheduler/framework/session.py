@@ -380,6 +380,17 @@ class Session:
             at = parse_time(task.creation) if created is None else created
             return (*[k(task) for k in keys], task.index, at, task.uid)
 
+        if len(keys) == 1 and len(times) == 1:
+            # The default tiers (priority alone) on tasks of one stamp: the same tuples, built
+            # without the general loop (a key per pending task each session).
+            only, ((stamp, at),) = keys[0], times.items()
+
+            def key1(task: TaskInfo) -> tuple[Any, ...]:
+                if task.creation != stamp:
+                    return key(task)
+                return (only(task), task.index, at, task.uid)
+
+            return key1
         return key
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> bool:
