@@ -89,6 +89,11 @@ class NodeCaches:
         # Any: callbacks may offer a ``passes`` fast path beside the point's signature.
         self.callbacks: list[Any] = ssn.callbacks(P.PREDICATE)
         self._rows = [getattr(fn, "passes_row", None) for fn in self.callbacks]
+        # Session.predicates_local's question, its callbacks looked up once.
+        locals_ = [getattr(fn, "is_local", None) for fn in self.callbacks]
+        self._locals: list[Callable[[TaskInfo], bool]] | None = (
+            None if any(fn is None for fn in locals_) else [fn for fn in locals_ if fn is not None]
+        )
         self._shape_asks: dict[bytes, tuple[list[float], list[int]]] = {}
 
     def _code_row(self, task: TaskInfo, i: int) -> float:
@@ -141,10 +146,15 @@ class NodeCaches:
         out[np.searchsorted(rows, passed)] = True
         return out
 
+    def local(self, task: TaskInfo) -> bool:
+        """``Session.predicates_local``: every predicate's verdict on a node depends only on it."""
+        checks = self._locals
+        return checks is not None and all(check(task) for check in checks)
+
     def feasible(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
         """(nodes fitting idle now, nodes fitting only future idle), both passing predicates;
         None when verdicts are not local and so may not be cached."""
-        if not self.ssn.predicates_local(task):
+        if not self.local(task):
             return None
         codes = self.codes.get(task.template_key, task)
         return (codes == FITS_IDLE).nonzero()[0], (codes == FITS_FUTURE).nonzero()[0]
@@ -152,7 +162,7 @@ class NodeCaches:
     def feasible_window(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
         """``feasible`` within Volcano's predicate walk (framework/nodewindow.py): only the nodes
         the walk keeps, and the walk's index moved on the snapshot."""
-        if not self.ssn.predicates_local(task):
+        if not self.local(task):
             return None
         codes = self.codes.get(task.template_key, task)
         snapshot = self.ssn.snapshot
