@@ -166,3 +166,7 @@ def test_the_window_without_a_sort_is_the_sorted_window(total: int, density: flo
     kept, nxt = window_positions(feasible, start)
     want, want_next = _window_sorting(feasible, start)
     assert kept.tolist() == want.tolist() and nxt == want_next
+    # Verdict codes (0 infeasible, 1 or 2 feasible) walk as their mask does.
+    codes = np.where(feasible, np.random.default_rng(seed + 1).integers(1, 3, total), 0).astype(np.int8)
+    kept, nxt = window_positions(codes, start)
+    assert kept.tolist() == want.tolist() and nxt == want_next

@@ -166,7 +166,8 @@ class NodeCaches:
             return None
         codes = self.codes.get(task.template_key, task)
         snapshot = self.ssn.snapshot
-        kept, snapshot.last_processed_node = window_positions(codes > NO_FIT, snapshot.last_processed_node)
+        # The codes themselves as the mask: non-zero is feasible (no array of booleans made).
+        kept, snapshot.last_processed_node = window_positions(codes, snapshot.last_processed_node)
         got = codes[kept]
         return kept[got == FITS_IDLE], kept[got == FITS_FUTURE]
 
@@ -205,7 +206,7 @@ def select_best(ssn: Session, task: TaskInfo, idx: IntArray, calls: Calls | None
     if chosen is not None:
         return chosen
     # ``nonzero()[0]`` on a 1-D mask is np.flatnonzero without its Python wrappers (per task).
-    ties = (scores == scores.max()).nonzero()[0]
+    ties = (scores == np.maximum.reduce(scores)).nonzero()[0]  # .max() without its Python frame
     pick = ties[ssn.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]
     return int(idx[pick])
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.nodes import BoolArray, IntArray
+    from lahar_scheduler.framework.nodes import IntArray
 
 MIN_NODES_TO_FIND = 100  # --minimum-feasible-nodes
 MIN_PERCENTAGE = 5  # --minimum-percentage-nodes-to-find
@@ -42,9 +42,10 @@ def window(feasible: IntArray, total: int, start: int) -> tuple[IntArray, int]:
     return window_positions(mask, start)
 
 
-def window_positions(feasible: BoolArray, start: int) -> tuple[IntArray, int]:
-    """The nodes (sorted positions) a walk from ``start`` keeps among the ``feasible`` ones, and
-    where the next walk starts.  The walk stops at the first feasible node past the window (it was
+def window_positions(feasible: np.ndarray, start: int) -> tuple[IntArray, int]:
+    """The nodes (sorted positions) a walk from ``start`` keeps among the ``feasible`` ones (the
+    non-zero entries: a mask, or verdict codes with 0 for infeasible), and where the next walk
+    starts.  The walk stops at the first feasible node past the window (it was
     examined, so the index moves past it); with no such node every node was examined and the
     index is unchanged."""
     total = len(feasible)
