@@ -166,8 +166,8 @@ class NodeCaches:
             return None
         codes = self.codes.get(task.template_key, task)
         snapshot = self.ssn.snapshot
-        # The codes themselves as the mask: non-zero is feasible (no array of booleans made).
-        kept, snapshot.last_processed_node = window_positions(codes, snapshot.last_processed_node)
+        # A boolean mask: numpy finds non-zero booleans three times faster than non-zero bytes.
+        kept, snapshot.last_processed_node = window_positions(codes > NO_FIT, snapshot.last_processed_node)
         got = codes[kept]
         return kept[got == FITS_IDLE], kept[got == FITS_FUTURE]
 
