@@ -56,7 +56,13 @@ def window_positions(feasible: np.ndarray, start: int) -> tuple[IntArray, int]:
     # Only the first wanted + 1 feasible nodes of the walk matter.  The part from ``start`` on
     # and the part before it are each ascending and every position of the first is larger, so
     # the kept nodes come out sorted by putting the second part first (no sort needed).
-    ahead = feasible[start:].nonzero()[0]  # np.flatnonzero without its wrappers (1-D)
+    end = start + 2 * (wanted + 1)
+    if end < total:
+        # On a cluster with room the walk ends within twice the window: look there first.
+        near = feasible[start:end].nonzero()[0]  # np.flatnonzero without its wrappers (1-D)
+        if len(near) > wanted:
+            return near[:wanted] + start, (start + int(near[wanted]) + 1) % total
+    ahead = feasible[start:].nonzero()[0]
     if len(ahead) > wanted:
         return ahead[:wanted] + start, (start + int(ahead[wanted]) + 1) % total
     behind = feasible[:start].nonzero()[0]
