@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.session import EventHandler, Session
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
-    from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
 
 CouldName = Callable[["TaskInfo"], bool]
 # Per tier, each plugin's per-task test; None for a plugin that gives no ceiling (anything, no veto).
@@ -44,10 +45,12 @@ def _ceiling_of(fn: Any) -> Callable[[TaskInfo], tuple[Hashable, CouldName]] | N
 
 
 class _Entry:
-    __slots__ = ("changes", "dirty", "values")
+    __slots__ = ("changes", "dirty", "fits", "values")
 
     def __init__(self, values: np.ndarray, changes: int, dirty: int) -> None:
         self.values, self.changes, self.dirty = values, changes, dirty
+        # Per task shape: (does future idle + the ceiling hold it, read marks as above).
+        self.fits: dict[bytes, tuple[np.ndarray, int, int]] = {}
 
 
 class VictimCeiling:
@@ -72,8 +75,34 @@ class VictimCeiling:
             if node is not None:
                 self._dirty.append(node.index)
 
+    def fits(self, preemptor: TaskInfo, queue: str) -> BoolArray | None:
+        """Per node, whether future idle plus the ceiling could hold ``preemptor`` (None: no
+        ceiling known).  Kept per task shape and refreshed on the rows that went stale, as the
+        ceiling itself is; the array is cached, callers must not change it."""
+        entry = self._entry(preemptor, queue)
+        if entry is None:
+            return None
+        changes, dirty = self.ssn.nodes.changes, self._dirty
+        future = self.ssn.nodes.future
+        got = entry.fits.get(preemptor.template_key)
+        if got is None:
+            mask = fits_rows(preemptor, future + entry.values)
+        else:
+            mask, read_changes, read_dirty = got
+            if read_changes < len(changes) or read_dirty < len(dirty):
+                stale = set(changes[read_changes:])
+                stale.update(dirty[read_dirty:])
+                rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+                mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
+        entry.fits[preemptor.template_key] = (mask, len(changes), len(dirty))
+        return mask
+
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
+        entry = self._entry(preemptor, queue)
+        return None if entry is None else entry.values
+
+    def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
         if not self.useful:
             return None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
@@ -84,14 +113,14 @@ class VictimCeiling:
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
             rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
             entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
-            return entry.values
+            return entry
         if entry.changes < len(changes) or entry.dirty < len(self._dirty):
             stale = set(changes[entry.changes :])
             stale.update(self._dirty[entry.dirty :])
             rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
             entry.values[rows] = self._compute(queue, tests, rows)
             entry.changes, entry.dirty = len(changes), len(self._dirty)
-        return entry.values
+        return entry
 
     def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
         infos = self.ssn.nodes.infos
