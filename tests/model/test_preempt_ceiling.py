@@ -74,7 +74,7 @@ def outcome(objs: list[Any], conf: Any = CONF) -> tuple[Any, ...]:
 def test_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "nodes", lambda self, preemptor, queue: None)
+        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
         without = outcome(objs)
     assert with_ceiling == without
 
@@ -92,7 +92,7 @@ TOPOLOGY = make_conf(
 def test_topology_aware_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs, TOPOLOGY)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "nodes", lambda self, preemptor, queue: None)
+        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
         without = outcome(objs, TOPOLOGY)
     assert with_ceiling == without
 

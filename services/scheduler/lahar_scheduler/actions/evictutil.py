@@ -62,6 +62,17 @@ def preempt_nodes(ssn: Session, task: TaskInfo, verdicts: UnresolvableCache | No
     return idx[~np.isin(idx, filtered.unresolvable)]
 
 
+def passes_node(ssn: Session, task: TaskInfo, i: int) -> bool:
+    """Whether PredicateFn passes node ``i``.  With local verdicts, through the callbacks'
+    scalar ``passes_row`` twins when all have one (as allocate's cached verdicts do): running
+    the whole predicate machinery for one node costs tens of microseconds."""
+    if ssn.predicates_local(task):
+        rows = [getattr(fn, "passes_row", None) for fn in ssn.callbacks(P.PREDICATE)]
+        if all(row is not None for row in rows):
+            return all(row(task, i) for row in rows if row is not None)
+    return bool(len(ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
+
+
 class UnresolvableCache:
     """Per task shape and node, whether PredicateFn fails the node UnschedulableAndUnresolvable.
 

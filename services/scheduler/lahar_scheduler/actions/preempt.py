@@ -29,6 +29,7 @@ from lahar_scheduler.actions.evictutil import (
     covers,
     fits_vector,
     need_vector,
+    passes_node,
     pending_tasks,
     preempt_nodes,
     preemptable_in_queue,
@@ -291,7 +292,7 @@ def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: No
         return False
     if not fits_vector(preemptor, ssn.nodes.future[node.index]):
         return False
-    return bool(len(ssn.call(P.PREDICATE, preemptor, np.array([node.index], dtype=np.intp)).passed))
+    return passes_node(ssn, preemptor, node.index)
 
 
 def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> Iterator[int]:

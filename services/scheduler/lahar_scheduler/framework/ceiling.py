@@ -62,6 +62,7 @@ class VictimCeiling:
         self.useful = any(c is not None for tier in self.chain for c in tier)
         self._entries: dict[Hashable, _Entry] = {}
         self._dirty: list[int] = []  # rows whose jobs changed, in order (entries keep a read mark)
+        self._queues: set[str] = set()  # the queues rows were computed for
         if self.useful:
             ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
@@ -69,10 +70,12 @@ class VictimCeiling:
         job = self.ssn.jobs.get(task.job)
         if job is None:
             return
-        by_name = self.ssn.nodes.by_name
+        # Only rows holding one of the job's tasks that counts for a queue asked about read the
+        # job's state (e.g. not the nodes of its pipelined tasks).
+        by_name, counts, queues = self.ssn.nodes.by_name, self.counts, self._queues
         for t in job.tasks.values():
             node = by_name.get(t.node_name) if t.node_name else None
-            if node is not None:
+            if node is not None and any(counts(t, q) for q in queues):
                 self._dirty.append(node.index)
 
     def fits(self, preemptor: TaskInfo, queue: str) -> BoolArray | None:
@@ -106,6 +109,7 @@ class VictimCeiling:
         if not self.useful:
             return None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
+        self._queues.add(queue)
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
         tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
         changes = self.ssn.nodes.changes
@@ -135,6 +139,7 @@ class VictimCeiling:
 
 def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
     best: FloatArray = np.zeros(width)
+    total: FloatArray | None = None  # Σ all tasks, the common case of a plugin naming them all
     for tier in tiers:
         if not tier:
             continue
@@ -144,7 +149,12 @@ def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
             if test is not None and not chosen:
                 sums = []
                 break  # this plugin names nothing here: the tier is vetoed
-            sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
+            if len(chosen) == len(tasks):
+                if total is None:
+                    total = sum((t.res_vec for t in tasks), np.zeros(width))
+                sums.append(total)
+            else:
+                sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
         for s in sums:
             best = np.maximum(best, s)
     return best

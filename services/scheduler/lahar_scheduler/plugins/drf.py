@@ -90,10 +90,18 @@ class DrfPlugin(Plugin):
         alone (its share once placed can only be larger); see framework/ceiling.py."""
         floor = self.dominant(preemptor.resreq) - SHARE_DELTA
         attrs = self.attrs
+        # One answer per job and task shape (equal shapes ask equal requests); a test lives for
+        # one ceiling computation, during which no job's share changes.
+        seen: dict[tuple[str, bytes], bool] = {}
 
         def could_name(t: TaskInfo) -> bool:
-            attr = attrs.get(t.job)
-            return attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
+            key = (t.job, t.template_key)
+            got = seen.get(key) if t.template_key else None
+            if got is None:
+                attr = attrs.get(t.job)
+                got = attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
+                seen[key] = got
+            return got
 
         return ("drf", floor), could_name
 
