@@ -84,10 +84,17 @@ class UnresolvableCache:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self._rows: RowCache[np.ndarray] = RowCache(ssn.nodes, self._compute)
+        self._rows: RowCache[np.ndarray] = RowCache(ssn.nodes, self._compute, self._row)
 
     def _compute(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
         return np.isin(rows, self.ssn.call(P.PREDICATE, task, rows).unresolvable)
+
+    def _row(self, task: TaskInfo, i: int) -> bool:
+        # A node that passes is not unresolvable: only a failing one needs the reasons' codes.
+        rows = [getattr(fn, "passes_row", None) for fn in self.ssn.callbacks(P.PREDICATE)]
+        if all(row is not None and row(task, i) for row in rows):
+            return False
+        return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
 
     def get(self, task: TaskInfo) -> BoolArray:
         return self._rows.get(task.template_key, task)
@@ -132,8 +139,15 @@ class VictimBound:
         array: callers must not change it)."""
         cache = self._fits.get(key)
         if cache is None:
-            cache = self._fits[key] = RowCache(self.ssn.nodes, self._compute_fits(key))
+            cache = self._fits[key] = RowCache(self.ssn.nodes, self._compute_fits(key), self._fits_row(key))
         return cache.get(task.template_key, task)
+
+    def _fits_row(self, key: str) -> Callable[[TaskInfo, int], bool]:
+        def row(task: TaskInfo, i: int) -> bool:
+            extra = self._cache(key).get(b"bound", task)
+            return fits_vector(task, self.ssn.nodes.future[i] + extra[i])
+
+        return row
 
     def _compute_fits(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
         # Row-local: a row reads its node's future idle and the node's countable tasks only.

@@ -124,6 +124,10 @@ class PreemptAction(Action):
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
         self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
         self.verdicts = UnresolvableCache(ssn)
+        # The ceiling only spares walking nodes that would fail; keeping it fresh costs a row
+        # per change.  The normal path consults it once a walk wasted a node (and from then on):
+        # while every preemptor settles on its first node, it would spare nothing.
+        self.wasteful = False
         self.salt = ssn.rng.getrandbits(32)
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -217,7 +221,7 @@ class PreemptAction(Action):
             )
         nodes = preempt_nodes(ssn, preemptor, self.verdicts)
         bound = possible  # before the ceiling: the queue's message below is about it alone
-        if not isinstance(keep, _SameJob):
+        if not isinstance(keep, _SameJob) and (self.args.topology_aware or self.wasteful):
             ceiling = self.ceiling.fits(preemptor, job.queue)
             if ceiling is not None:
                 # Nodes where no plugin could name enough victims: walking them finds nothing
@@ -264,8 +268,10 @@ class PreemptAction(Action):
             victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
+                self.wasteful = True
                 continue
             if room is not None and not covers(sum((v.res_vec for v in victims), np.zeros(len(room))), room):
+                self.wasteful = True
                 continue  # these victims cannot free what the queue needs
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
             node_stmt = ssn.statement()
@@ -283,6 +289,7 @@ class PreemptAction(Action):
                 stmt.merge(node_stmt)
                 return True
             self._discard(node_stmt)
+            self.wasteful = True
         return False
 
 
