@@ -90,13 +90,13 @@ class DrfPlugin(Plugin):
         alone (its share once placed can only be larger); see framework/ceiling.py."""
         floor = self.dominant(preemptor.resreq) - SHARE_DELTA
         attrs = self.attrs
-        # One answer per job and task shape (equal shapes ask equal requests); a test lives for
-        # one ceiling computation, during which no job's share changes.
+        # One answer per job and request over the node dimensions (the only ones the share
+        # reads); a test lives for one ceiling computation, during which no share changes.
         seen: dict[tuple[str, bytes], bool] = {}
 
         def could_name(t: TaskInfo) -> bool:
-            key = (t.job, t.template_key)
-            got = seen.get(key) if t.template_key else None
+            key = (t.job, t.res_vec.tobytes())
+            got = seen.get(key)
             if got is None:
                 attr = attrs.get(t.job)
                 got = attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
