@@ -8,7 +8,7 @@ arrives with the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -26,6 +26,7 @@ from lahar.api.objects import (
     Pod,
     PodDisruptionBudget,
     PodGroup,
+    PodSpec,
     PriorityClass,
     Queue,
     ResourceClaim,
@@ -84,7 +85,7 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """What every task of one pod shape derives alike (see ``_shape_key``)."""
+    """What every task of one pod shape derives alike (see ``shape_key``)."""
 
     resreq: Resource
     init_resreq: Resource
@@ -96,14 +97,22 @@ class _Shape:
     devreq: DeviceRequest | None
 
 
-def _shape_key(pod: Pod) -> bytes:
+def spec_shape(spec: PodSpec) -> bytes:
+    """The spec's part of a shape key: the spec without its node, encoded."""
+    return _shape_encoder.encode(msgspec.structs.replace(spec, node_name="") if spec.node_name else spec)
+
+
+def shape_key(pod: Pod, spec_part: bytes | None = None) -> bytes:
     """Everything a task derives from its pod besides identity and state: the spec without the
-    node, the namespace, and the labels and annotations that ``template_key`` reads."""
+    node, the namespace, and the labels and annotations that ``template_key`` reads.
+    ``spec_part`` is ``spec_shape(pod.spec)`` when already known (pods of one template share
+    it: encoding every pod's spec again was a third of a snapshot build); the key is the same
+    bytes either way, as msgpack embeds the encoded part as it is."""
     meta, spec = pod.metadata, pod.spec
     labels = meta.labels if spec.affinity or spec.topology_spread_constraints else None
     volcano = [(k, v) for k, v in meta.annotations.items() if k.startswith("volcano.sh/")]
-    placed = msgspec.structs.replace(spec, node_name="") if spec.node_name else spec
-    return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
+    part = msgspec.Raw(spec_part if spec_part is not None else spec_shape(spec))
+    return _shape_encoder.encode((meta.namespace, part, labels, volcano))
 
 
 def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
@@ -192,7 +201,10 @@ class Snapshot:
         pdbs: Iterable[PodDisruptionBudget] = (),
         hypernodes: Iterable[HyperNode] = (),
         dra: DraObjects | None = None,
+        spec_shapes: Sequence[bytes | None] | None = None,
     ) -> None:
+        """``spec_shapes``, when given, holds ``spec_shape`` of each pod's spec (or None where
+        not known), in the order of ``pods``."""
         self.now = now
         self.dra = dra if dra is not None else DraObjects()
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
@@ -211,7 +223,10 @@ class Snapshot:
         for node in nodes:
             names.update(node.status.allocatable)
         seen: set[bytes] = set()
-        shapes = [_shape_key(pod) for pod in pods]
+        if spec_shapes is None:
+            shapes = [shape_key(pod) for pod in pods]
+        else:
+            shapes = [shape_key(pod, part) for pod, part in zip(pods, spec_shapes, strict=True)]
         for pod, shape in zip(pods, shapes, strict=True):  # the resource dimensions pods request
             if shape not in seen:
                 seen.add(shape)
@@ -402,7 +417,7 @@ class Snapshot:
         """Add or replace a pod's task.  What a task derives from the pod's spec (requests, their
         vectors, its template key) is shared by every pod of the same shape: the pods of one job,
         and one pod across its bind and phase changes."""
-        return self._upsert_pod(pod, _shape_key(pod), None)
+        return self._upsert_pod(pod, shape_key(pod), None)
 
     def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
         """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
