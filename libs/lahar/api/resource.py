@@ -15,7 +15,7 @@ import enum
 import math
 from collections.abc import Iterable, Mapping
 
-from lahar.api.quantity import Quantity, format_quantity, milli_value, parse_quantity, value
+from lahar.api.quantity import Quantity, format_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -66,19 +66,19 @@ class Resource:
         if not rl:
             return r
         for name, raw in rl.items():
-            amount = raw.amount if isinstance(raw, Quantity) else parse_quantity(raw)
+            q = raw if isinstance(raw, Quantity) else Quantity(raw)  # its values are kept: see Quantity
             if name == CPU:
-                r.milli_cpu += milli_value(amount)
+                r.milli_cpu += q.milli
             elif name == MEMORY:
-                r.memory += value(amount)
+                r.memory += q.units
             elif name == PODS:
-                r.add_scalar(PODS, value(amount))
+                r.add_scalar(PODS, q.units)
             elif name == EPHEMERAL_STORAGE:
-                r.add_scalar(name, milli_value(amount))
+                r.add_scalar(name, q.milli)
             elif name.startswith("count/"):
                 continue
             elif is_scalar_resource_name(name):
-                r.add_scalar(name, milli_value(amount))
+                r.add_scalar(name, q.milli)
         return r
 
     @classmethod
