@@ -108,7 +108,7 @@ def unplaced(raw: bytes) -> tuple[bytes, str | None]:
     the value is empty already."""
     if b"\\" in raw or raw.count(_NODE) != 1:
         return raw, None
-    start = raw.find(_NODE_VALUE)
+    start = raw.rfind(_NODE_VALUE)  # the one there is; nearer the end than the start in practice
     if start < 0:
         return raw, None
     start += len(_NODE_VALUE)
