@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lahar.api.objects import Pod
 from lahar_scheduler.deltas import decode_raw
-from lahar_scheduler.framework.snapshot import shape_key
+from lahar_scheduler.framework.snapshot import shape_key, shape_keys
 from lahar_scheduler.podspecs import PodDecoder, unplaced
 from lahar_scheduler.restart_cluster import build
 
@@ -120,3 +120,12 @@ def test_what_the_search_empties(raw: bytes, node: str | None) -> None:
         assert key == raw
     else:
         assert msgspec.json.decode(key)["nodeName"] == ""
+
+
+def test_shared_shape_keys_are_each_pods_own() -> None:
+    cluster = build(nodes=8, pods=60, pending=10)
+    decoder = PodDecoder()
+    pods, parts = zip(*(decoder.decode(key, raw) for key, raw in cluster.objects["pods"]), strict=True)
+    keys = shape_keys(pods, parts)
+    assert keys == [shape_key(pod) for pod in pods]
+    assert len({id(k) for k in keys}) <= 6

@@ -115,6 +115,27 @@ def shape_key(pod: Pod, spec_part: bytes | None = None) -> bytes:
     return _shape_encoder.encode((meta.namespace, part, labels, volcano))
 
 
+def shape_keys(pods: Sequence[Pod], spec_parts: Sequence[bytes | None]) -> list[bytes]:
+    """``shape_key(pod, part)`` of each pod, with ``spec_shape`` of its spec where known.  The
+    pods of one spec, namespace and volcano annotations share one key, made once (one object:
+    its hash is computed once too); a pod whose labels count as well is keyed alone."""
+    made: dict[tuple[str, bytes, tuple[tuple[str, str], ...]], bytes] = {}
+    out = []
+    for pod, part in zip(pods, spec_parts, strict=True):
+        spec, meta = pod.spec, pod.metadata
+        if part is None or spec.affinity or spec.topology_spread_constraints:
+            out.append(shape_key(pod, part))
+            continue
+        # What shape_key reads of such a pod, as a hashable key.
+        volcano = tuple([(k, v) for k, v in meta.annotations.items() if k.startswith("volcano.sh/")])
+        memo = (meta.namespace, part, volcano)
+        key = made.get(memo)
+        if key is None:
+            key = made[memo] = shape_key(pod, part)
+        out.append(key)
+    return out
+
+
 def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
     """The pod's claims as ``namespace/name`` keys, or the first that cannot be named yet."""
     ns = pod.metadata.namespace
@@ -223,10 +244,7 @@ class Snapshot:
         for node in nodes:
             names.update(node.status.allocatable)
         seen: set[bytes] = set()
-        if spec_shapes is None:
-            shapes = [shape_key(pod) for pod in pods]
-        else:
-            shapes = [shape_key(pod, part) for pod, part in zip(pods, spec_shapes, strict=True)]
+        shapes = shape_keys(pods, [None] * len(pods) if spec_shapes is None else spec_shapes)
         for pod, shape in zip(pods, shapes, strict=True):  # the resource dimensions pods request
             if shape not in seen:
                 seen.add(shape)
