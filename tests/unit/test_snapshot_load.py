@@ -157,3 +157,32 @@ async def test_a_leader_publishes_binds_and_evictions_before_the_statuses(monkey
     kinds = ["podgroup", "bind", "queue", "evict", "podstatus", "bind"]
     await svc._publish([Outgoing(names.decision_subject(k), b"{}") for k in kinds])
     assert sent == [["bind", "evict", "bind"], ["podgroup", "queue", "podstatus"]]
+
+
+def _with_affinity(pod: Pod, kind: str) -> Pod:
+    from lahar.api.objects import Affinity, PodAffinity
+
+    aff = Affinity(pod_affinity=PodAffinity()) if kind == "pod" else Affinity(pod_anti_affinity=PodAffinity())
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, affinity=aff))
+
+
+def test_the_snapshot_counts_its_pods_with_pod_affinity_through_every_change() -> None:
+    from lahar_scheduler.framework.snapshot import has_pod_affinity
+
+    nodes, pods, groups, queues = _objects()
+    pods = [_with_affinity(p, "pod" if i % 3 else "anti") if i % 5 == 0 else p for i, p in enumerate(pods)]
+    snap = Snapshot(nodes, [*pods, pods[0]], groups, queues)  # one listed twice
+
+    def counted() -> int:
+        return sum(has_pod_affinity(t.pod) for t in (*snap.tasks.values(), *snap.others.values()))
+
+    assert snap.pod_affinity_tasks == counted() > 0
+    for pod in pods[:20]:
+        snap.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        assert snap.pod_affinity_tasks == counted()
+    for i, pod in enumerate(pods[:30]):
+        snap.upsert_pod(_with_affinity(pod, "pod") if i % 2 else pod)
+        assert snap.pod_affinity_tasks == counted()
+    for pod in pods:
+        snap.delete_pod(pod.metadata.namespace, pod.metadata.name)
+    assert snap.pod_affinity_tasks == 0

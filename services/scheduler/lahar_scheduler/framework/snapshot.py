@@ -136,6 +136,12 @@ def shape_keys(pods: Sequence[Pod], spec_parts: Sequence[bytes | None]) -> list[
     return out
 
 
+def has_pod_affinity(pod: Pod) -> bool:
+    """The pod carries pod affinity or anti-affinity (terms of either kind)."""
+    aff = pod.spec.affinity
+    return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+
+
 def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
     """The pod's claims as ``namespace/name`` keys, or the first that cannot be named yet."""
     ns = pod.metadata.namespace
@@ -280,6 +286,9 @@ class Snapshot:
         self.tasks: dict[str, TaskInfo] = {}
         # Pods outside any job still hold node resources (no group annotation).
         self.others: dict[str, TaskInfo] = {}
+        # Tasks whose pods carry pod (anti-)affinity: while there are none, the plugins that
+        # look for them among every placed pod at each session's open need not look.
+        self.pod_affinity_tasks = 0
         placed: list[tuple[NodeInfo, TaskInfo]] = []
         made = 0
         for pod, shape in zip(pods, shapes, strict=True):
@@ -485,6 +494,8 @@ class Snapshot:
             self.tasks[key] = task
         else:
             self.others[key] = task
+        if has_pod_affinity(pod):
+            self.pod_affinity_tasks += 1
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.status not in TERMINAL_STATUSES:
             if placed is None:
@@ -498,6 +509,8 @@ class Snapshot:
         task = self.tasks.pop(key, None) or self.others.pop(key, None)
         if task is None:
             return None
+        if has_pod_affinity(task.pod):
+            self.pod_affinity_tasks -= 1
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.uid in node.tasks:
             self._table.remove_task(node, task)
