@@ -111,6 +111,8 @@ def test_pods_of_one_job_share_one_template_across_nodes() -> None:
         (b'{"nodeName":"n","x":{"nodeName":"m"}}', None),  # twice
         (b'{"nodeName":"n","x":"\\u0041"}', None),  # an escape somewhere
         (b'{"nodeName":"a\x01b"}', None),  # a control character
+        (b'{"x":"nodeName""nodeName":"n"}', None),  # overlapping another (not JSON anyway)
+        (b'{"nodeName":"n","nodeName":"m"}', None),  # repeated
     ],
 )
 def test_what_the_search_empties(raw: bytes, node: str | None) -> None:

@@ -105,13 +105,17 @@ class PodDecoder:
 def unplaced(raw: bytes) -> tuple[bytes, str | None]:
     """The spec's bytes with the value of its one ``"nodeName"`` emptied, and that value; or the
     bytes unchanged and None when the search could be fooled (see the module's docstring) or
-    the value is empty already."""
-    if b"\\" in raw or raw.count(_NODE) != 1:
+    the value is empty already.  (Searches from the end where they can: CPython's are quicker
+    that way round on JSON, and an API server writes nodeName late in a spec.)"""
+    if raw.rfind(b"\\") >= 0:
         return raw, None
-    start = raw.rfind(_NODE_VALUE)  # the one there is; nearer the end than the start in practice
-    if start < 0:
+    at = raw.rfind(_NODE_VALUE)
+    if at < 0:
         return raw, None
-    start += len(_NODE_VALUE)
+    # Another "nodeName" anywhere, overlapping this one or not: the search could be fooled.
+    if raw.rfind(_NODE, 0, at + len(_NODE) - 1) >= 0 or raw.find(_NODE, at + 1) >= 0:
+        return raw, None
+    start = at + len(_NODE_VALUE)
     end = raw.find(b'"', start)
     if end <= start:
         return raw, None
