@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -57,6 +58,8 @@ MAX_LINKS = 64  # span links per job decision
 DECISION_TTL = 30.0  # seconds a decision may wait for a binder before no binder may run it
 RESULTS_LOOKBACK = 120.0  # seconds of binder reports a starting replica reads
 SETTLE_LOG_EVERY = 5.0
+SETTLE_POLL = 0.05  # seconds between a new leader's checks of what it still waits for
+NOT_LOADED = "the snapshot is not loaded from the mirror yet"
 
 
 class Metrics(ServiceMetrics):
@@ -162,6 +165,7 @@ class SchedulerService:
         self.election: LeaderElection | None = None
         self.campaigning = asyncio.Event()
         self.trigger = asyncio.Event()
+        self.prompt = False  # the next session starts without the debounce
         self.sent = Sent()
         self.sessions = 0
         # The extender plugin's HTTP (an idle pool until a configuration names an extender).
@@ -351,6 +355,7 @@ class SchedulerService:
                 return
             self.sent = Sent()  # what an earlier epoch sent is no guide: send every status again
             self.leading = True
+            self.prompt = True  # the epoch's first session: nothing to gather, start it now
             self.trigger.set()
             await ended.wait()
         finally:
@@ -374,7 +379,11 @@ class SchedulerService:
             if time.monotonic() - logged >= SETTLE_LOG_EVERY:
                 logged = time.monotonic()
                 log.warning("epoch %d: not scheduling yet (%.0f s): %s", fence, logged - started, self.settling)
-            await asyncio.sleep(0.05)  # polling interval of a settle that is still waiting
+            if self.settling == NOT_LOADED:  # goes on the moment the load ends
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ready.wait(), SETTLE_POLL)
+            else:
+                await asyncio.sleep(SETTLE_POLL)  # the polling interval of a settle still waiting
         self.settling = ""  # no longer leading: nothing to settle
         return False
 
@@ -383,7 +392,7 @@ class SchedulerService:
         if not self.ready.is_set():
             # Checked first, locally: while the snapshot loads (seconds, in a worker thread) the
             # NATS requests below, 20 a second, would only take the interpreter from the load.
-            return "the snapshot is not loaded from the mirror yet"
+            return NOT_LOADED
         try:
             older = await stream_messages(self.js, self.names.decisions_stream)
         except (nats.errors.Error, TimeoutError) as exc:
@@ -401,9 +410,11 @@ class SchedulerService:
         while True:
             try:
                 await asyncio.wait_for(self.trigger.wait(), self.period)
-                await asyncio.sleep(self.debounce)  # gather a burst of arrivals into one session
+                if not self.prompt:
+                    await asyncio.sleep(self.debounce)  # gather a burst of arrivals into one session
             except TimeoutError:
                 pass
+            self.prompt = False
             self.trigger.clear()
             self.conf.refresh()
             async with self.snapshot_lock:
