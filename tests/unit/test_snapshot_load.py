@@ -186,3 +186,32 @@ def test_the_snapshot_counts_its_pods_with_pod_affinity_through_every_change() -
     for pod in pods:
         snap.delete_pod(pod.metadata.namespace, pod.metadata.name)
     assert snap.pod_affinity_tasks == 0
+
+
+def test_the_load_is_the_snapshot_built_from_every_pod_decoded_whole() -> None:
+    """The mirror load (shared specs, shape keys from templates) against a build from each pod
+    decoded alone: the same tasks, node sums and first session's decisions."""
+    from lahar_scheduler.core import load_conf, run_session
+    from lahar_scheduler.deltas import decode_raw
+
+    cluster = build(12, 240, 60)
+    state = MirrorState(1, "s", {k: dict(v) for k, v in cluster.objects.items()}, 1)
+    view = LiveView()
+    view.load(state, 5.0)
+    gc.unfreeze()
+    typed = {k: [decode_raw(k, key, raw) for key, raw in held] for k, held in cluster.objects.items()}
+    kinds = ("nodes", "pods", "podgroups", "queues", "priorityclasses", "namespaces")
+    whole = Snapshot(*(typed[k] for k in kinds), now=5.0)
+    loaded = view.snapshot
+    assert list(loaded.tasks) == list(whole.tasks)
+    for key, task in loaded.tasks.items():
+        other = whole.tasks[key]
+        assert task.pod == other.pod and task.template_key == other.template_key
+        assert (task.status, task.node_name, task.job) == (other.status, other.node_name, other.job)
+        assert np.array_equal(task.res_vec, other.res_vec) and np.array_equal(task.init_vec, other.init_vec)
+    for name in ARRAYS:
+        assert np.array_equal(getattr(loaded.nodes, name), getattr(whole.nodes, name)), name
+    conf = load_conf(None)
+    got, want = (run_session(s, conf, seed=3, uid="u") for s in (loaded, whole))
+    placed = [[(t.key, node) for t, node in result.binds] for result in (got, want)]
+    assert placed[0] == placed[1] and placed[0]
