@@ -165,7 +165,7 @@ class SchedulerService:
         self.election: LeaderElection | None = None
         self.campaigning = asyncio.Event()
         self.trigger = asyncio.Event()
-        self.prompt = False  # the next session starts without the debounce
+        self.prompt = asyncio.Event()  # the next session is due now: no debounce (or the rest of it)
         self.sent = Sent()
         self.sessions = 0
         # The extender plugin's HTTP (an idle pool until a configuration names an extender).
@@ -355,7 +355,7 @@ class SchedulerService:
                 return
             self.sent = Sent()  # what an earlier epoch sent is no guide: send every status again
             self.leading = True
-            self.prompt = True  # the epoch's first session: nothing to gather, start it now
+            self.prompt.set()  # the epoch's first session: nothing to gather, start it now
             self.trigger.set()
             await ended.wait()
         finally:
@@ -410,11 +410,13 @@ class SchedulerService:
         while True:
             try:
                 await asyncio.wait_for(self.trigger.wait(), self.period)
-                if not self.prompt:
-                    await asyncio.sleep(self.debounce)  # gather a burst of arrivals into one session
             except TimeoutError:
                 pass
-            self.prompt = False
+            else:
+                # Gather a burst of arrivals into one session; a new leader's first is due at once.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.prompt.wait(), self.debounce)
+            self.prompt.clear()
             self.trigger.clear()
             self.conf.refresh()
             async with self.snapshot_lock:
