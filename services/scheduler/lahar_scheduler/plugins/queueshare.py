@@ -15,7 +15,7 @@ def inqueue_resource(job: JobInfo, allocated: Resource) -> Resource:
     """What an admitted job still reserves: per dimension of minResources, max(0, min − allocated)."""
     pg = job.podgroup
     assert pg is not None and pg.spec.min_resources is not None
-    minimum = Resource.from_list(pg.spec.min_resources)
+    minimum = _min_resources(job)
     out = Resource()
     for name in pg.spec.min_resources:
         if name == CPU:
@@ -61,7 +61,15 @@ def min_resources(job: JobInfo) -> Resource:
     pg = job.podgroup
     if pg is None or pg.spec.min_resources is None:
         return Resource()
-    return Resource.from_list(pg.spec.min_resources)
+    return _min_resources(job).clone()
+
+
+def _min_resources(job: JobInfo) -> Resource:
+    """``Resource.from_list`` of the PodGroup's minResources, as the job made it when it took
+    the PodGroup (``JobInfo.set_podgroup``; nothing changes it since): not made again for each
+    job at every session's open.  Read only."""
+    assert job.min_resources is not None
+    return job.min_resources
 
 
 def elastic_resources(job: JobInfo) -> Resource:
