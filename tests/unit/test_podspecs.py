@@ -131,3 +131,15 @@ def test_shared_shape_keys_are_each_pods_own() -> None:
     keys = shape_keys(pods, parts)
     assert keys == [shape_key(pod) for pod in pods]
     assert len({id(k) for k in keys}) <= 6
+
+
+def test_pods_that_share_no_spec_stop_the_search_and_decode_as_ever() -> None:
+    decoder = PodDecoder()
+    raws = []
+    for i in range(1200):  # a hostname per pod (Volcano's svc plugin sets one): no two specs alike
+        spec = {"schedulerName": "volcano", "hostname": f"p-{i}", "nodeName": f"node-{i % 7}", "containers": [{}]}
+        raws.append(json.dumps({"metadata": {"name": f"p-{i}", "namespace": "ns"}, "spec": spec}).encode())
+    for i, raw in enumerate(raws):
+        got, _ = decoder.decode(f"ns/p-{i}", raw)
+        assert got == decode_raw("pods", f"ns/p-{i}", raw)
+    assert not decoder.sharing
