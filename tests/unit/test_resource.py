@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lahar.api.resource import (
     Dim,
@@ -299,3 +301,30 @@ def test_infinite_and_presentation() -> None:
     odd = Resource.from_list({"cpu": "4", "memory": str(2**30 + 1)})
     assert odd.to_list() == {"cpu": "4", "memory": str(2**30 + 1)}
     assert same(Resource.from_list(odd.to_list()), odd)
+
+
+_AMOUNTS = st.one_of(
+    st.integers(-(2**20), 2**40).map(float),
+    st.sampled_from([0.0, -0.0, 0.5, 1e-3, 2.0**52, 2.0**53, 2.0**60, math.inf, 1e300]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+)
+
+
+@st.composite
+def _resources(draw: st.DrawFn) -> Resource:
+    names = draw(st.lists(st.sampled_from(["pods", "nvidia.com/gpu", "ephemeral-storage"]), unique=True))
+    return Resource(draw(_AMOUNTS), draw(_AMOUNTS), {n: draw(_AMOUNTS) for n in names})
+
+
+@settings(max_examples=400, deadline=None)
+@given(_resources(), _resources(), st.integers(1, 40))
+def test_add_times_is_so_many_adds_bit_for_bit(held: Resource, rr: Resource, n: int) -> None:
+    import struct
+
+    def bits(r: Resource) -> list[tuple[str, bytes]]:
+        return [(k, struct.pack("<d", v)) for k, v in [("cpu", r.milli_cpu), ("mem", r.memory), *r.scalars.items()]]
+
+    one_by_one = held.clone()
+    for _ in range(n):
+        one_by_one.add(rr)
+    assert bits(held.clone().add_times(rr, n)) == bits(one_by_one)

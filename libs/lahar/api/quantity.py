@@ -119,11 +119,16 @@ def value(q: Fraction) -> int:
 class Quantity:
     """A parsed quantity that remembers the text it came from (so it round-trips)."""
 
-    __slots__ = ("amount", "text")
+    # A quantity is never changed once made, and one object stands for every equal text a
+    # decode meets (lahar_scheduler.deltas): its milli and unit values are kept once computed,
+    # as the Fraction arithmetic behind them is most of what building resource lists costs.
+    __slots__ = ("_milli", "_units", "amount", "text")
 
     def __init__(self, text: str | int | float) -> None:
         self.amount: Fraction = parse_quantity(text)
         self.text: str | int | float = text
+        self._milli: int | None = None
+        self._units: int | None = None
 
     def __repr__(self) -> str:
         return f"Quantity({self.text!r})"
@@ -136,11 +141,17 @@ class Quantity:
 
     @property
     def milli(self) -> int:
-        return milli_value(self.amount)
+        """``milli_value(self.amount)``."""
+        if self._milli is None:
+            self._milli = milli_value(self.amount)
+        return self._milli
 
     @property
     def units(self) -> int:
-        return value(self.amount)
+        """``value(self.amount)``."""
+        if self._units is None:
+            self._units = value(self.amount)
+        return self._units
 
 
 def format_quantity(amount: float, milli: bool) -> str:

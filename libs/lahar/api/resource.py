@@ -15,7 +15,7 @@ import enum
 import math
 from collections.abc import Iterable, Mapping
 
-from lahar.api.quantity import Quantity, format_quantity, milli_value, parse_quantity, value
+from lahar.api.quantity import Quantity, format_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -66,19 +66,19 @@ class Resource:
         if not rl:
             return r
         for name, raw in rl.items():
-            amount = raw.amount if isinstance(raw, Quantity) else parse_quantity(raw)
+            q = raw if isinstance(raw, Quantity) else Quantity(raw)  # its values are kept: see Quantity
             if name == CPU:
-                r.milli_cpu += milli_value(amount)
+                r.milli_cpu += q.milli
             elif name == MEMORY:
-                r.memory += value(amount)
+                r.memory += q.units
             elif name == PODS:
-                r.add_scalar(PODS, value(amount))
+                r.add_scalar(PODS, q.units)
             elif name == EPHEMERAL_STORAGE:
-                r.add_scalar(name, milli_value(amount))
+                r.add_scalar(name, q.milli)
             elif name.startswith("count/"):
                 continue
             elif is_scalar_resource_name(name):
-                r.add_scalar(name, milli_value(amount))
+                r.add_scalar(name, q.milli)
         return r
 
     @classmethod
@@ -136,6 +136,20 @@ class Resource:
         self.memory += rr.memory
         for name, amount in rr.scalars.items():
             self.scalars[name] = self.scalars.get(name, 0.0) + amount
+        return self
+
+    def add_times(self, rr: Resource, n: int) -> Resource:
+        """``add(rr)`` ``n`` times, the same floats bit for bit: one multiplied add where that is
+        exact (every amount here and in ``rr`` a whole number, every sum within 2**53: such
+        integers are exact floats, so nothing rounds either way), else ``n`` adds."""
+        if n > 1 and _exact_times(self, rr, n):
+            self.milli_cpu += rr.milli_cpu * n
+            self.memory += rr.memory * n
+            for name, amount in rr.scalars.items():
+                self.scalars[name] = self.scalars.get(name, 0.0) + amount * n
+            return self
+        for _ in range(n):
+            self.add(rr)
         return self
 
     def sub(self, rr: Resource) -> Resource:
@@ -388,6 +402,28 @@ def _bytes_text(amount: float) -> str:
         if whole >= size and whole % size == 0:
             return f"{whole // size}{suffix}"
     return str(whole)
+
+
+_EXACT = float(2**53)
+
+
+def _exact_times(acc: Resource, rr: Resource, n: int) -> bool:
+    return (
+        _whole_within(acc.milli_cpu, rr.milli_cpu, n)
+        and _whole_within(acc.memory, rr.memory, n)
+        and (not rr.scalars or all(_whole_within(acc.scalars.get(k, 0.0), v, n) for k, v in rr.scalars.items()))
+    )
+
+
+def _whole_within(held: float, amount: float, n: int) -> bool:
+    """``held + amount * n`` and every sum on the way are integers a float holds exactly."""
+    return (
+        isinstance(held, float)
+        and isinstance(amount, float)
+        and held.is_integer()
+        and amount.is_integer()
+        and abs(held) + n * abs(amount) < _EXACT
+    )
 
 
 def exceeded_part(left: Resource | None, right: Resource | None) -> Resource:

@@ -17,6 +17,7 @@ from lahar.api.objects import (
     Pod,
     PodDisruptionBudget,
     PodGroup,
+    PodSpec,
     PriorityClass,
     Queue,
     ResourceClaim,
@@ -112,6 +113,21 @@ def decode_raw(kind: str, key: str, raw: bytes | msgspec.Raw) -> Any:
             field, why = causes[0]
             raise DecodeError(f"{kind}/{key}.{field}", why)
     return obj
+
+
+_spec_decoder = msgspec.json.Decoder(PodSpec, dec_hook=_quantities.hook)
+
+
+def decode_spec(raw: bytes) -> PodSpec | None:
+    """A pod's spec alone, as ``decode_raw`` reads it inside a pod; None when it carries a
+    negative quantity or is not a valid spec (``decode_raw`` of the whole pod then says why).
+    Shared quantities come from the same hook as ``decode_raw``'s."""
+    _quantities.negative = False
+    try:
+        spec = _spec_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return None if _quantities.negative else spec
 
 
 def apply_delta(snapshot: Snapshot, delta: Delta, obj: Any) -> Change:

@@ -26,6 +26,7 @@ from lahar_scheduler.deltas import Change, apply_delta, decode, decode_raw
 from lahar_scheduler.framework.devices import card_use
 from lahar_scheduler.framework.snapshot import DraObjects, Snapshot
 from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.podspecs import PodDecoder
 
 log = logging.getLogger("lahar.scheduler")
 
@@ -94,13 +95,18 @@ class LiveView:
 
     def _load(self, state: MirrorState, now: float) -> Loaded:
         decoded: dict[str, list[Any]] = {k: [] for k in KINDS}
+        spec_shapes: list[bytes | None] = []  # of decoded["pods"], one each
+        pods = PodDecoder()  # each distinct pod spec decoded once (see podspecs)
         assumed = self.snapshot.dra.assumed
         skipped: list[tuple[str, str, str]] = []
         self.invalid.clear()
         for kind, held in state.objects.items():
             for key, raw in held.items():
                 try:
-                    obj = decode_raw(kind, key, raw)
+                    if kind == "pods":
+                        obj, shape = pods.decode(key, raw)
+                    else:
+                        obj, shape = decode_raw(kind, key, raw), None
                 except Exception as exc:  # any failure to read one object: skip it, say why
                     skipped.append((kind, key, str(exc)))
                     if kind == "pods" and not _has_node(raw):
@@ -108,6 +114,8 @@ class LiveView:
                     continue
                 if obj is not None:
                     decoded[kind].append(obj)
+                    if kind == "pods":
+                        spec_shapes.append(shape)
         self.snapshot = Snapshot(
             decoded["nodes"],
             decoded["pods"],
@@ -120,6 +128,7 @@ class LiveView:
             numatopologies=decoded["numatopologies"],
             pdbs=decoded["poddisruptionbudgets"],
             hypernodes=decoded["hypernodes"],
+            spec_shapes=spec_shapes,
             dra=DraObjects(
                 slices=decoded["resourceslices"],
                 classes={c.metadata.name: c for c in decoded["deviceclasses"]},

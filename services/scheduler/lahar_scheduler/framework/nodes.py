@@ -209,7 +209,8 @@ class NodeTable:
                 self.add_task(node, task)
             return
         idx = np.fromiter((node.index for node, _ in placed), dtype=np.intp, count=len(placed))
-        res = np.stack([t.res_vec for _, t in placed])
+        rows, vectors = _shared_rows([t for _, t in placed])
+        res = vectors[0][rows]
         piped = np.fromiter((t.status == TaskStatus.PIPELINED for _, t in placed), dtype=bool, count=len(placed))
         held = ~piped
         releasing = np.fromiter((t.status == TaskStatus.RELEASING for _, t in placed), dtype=bool, count=len(placed))
@@ -222,8 +223,8 @@ class NodeTable:
         np.subtract.at(self.idle, idx[held], res[held])
         scored = [k for k, (_, t) in enumerate(placed) if not t.unscored]
         if scored:
-            np.add.at(self.requested, idx[scored], np.stack([placed[k][1].init_vec for k in scored]))
-            np.add.at(self.nonzero, idx[scored], np.stack([_nonzero(placed[k][1]) for k in scored]))
+            np.add.at(self.requested, idx[scored], vectors[1][rows[scored]])
+            np.add.at(self.nonzero, idx[scored], vectors[2][rows[scored]])
         np.add.at(self.pod_count, idx, 1)
         np.add.at(self.row_version, idx, 1)
         for node, task in placed:
@@ -315,6 +316,27 @@ _NO_CARDS = frozenset({TaskStatus.PIPELINED, TaskStatus.RELEASING})
 
 DEFAULT_MILLI_CPU_REQUEST = 100.0
 DEFAULT_MEMORY_REQUEST = 200.0 * 1024 * 1024
+
+
+def _shared_rows(tasks: list[TaskInfo]) -> tuple[IntArray, tuple[FloatArray, FloatArray, FloatArray]]:
+    """Each task's row in three matrices of its (res_vec, init_vec, nonzero) vectors, one row per
+    distinct trio: the tasks of one shape share their vectors, and gathering rows of a few is
+    cheaper than stacking a vector per task (the same values either way)."""
+    first: dict[tuple[int, int, int], int] = {}
+    trios: list[TaskInfo] = []
+    codes = []
+    for t in tasks:
+        key = (id(t.res_vec), id(t.init_vec), id(t.nonzero_vec))
+        code = first.get(key)
+        if code is None:
+            code = first[key] = len(trios)
+            trios.append(t)
+        codes.append(code)
+    rows = np.array(codes, dtype=np.intp)
+    res = np.stack([t.res_vec for t in trios])
+    init = np.stack([t.init_vec for t in trios])
+    nonzero = np.stack([_nonzero(t) for t in trios])
+    return rows, (res, init, nonzero)
 
 
 def _nonzero(task: TaskInfo) -> FloatArray:

@@ -8,7 +8,7 @@ arrives with the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -26,6 +26,7 @@ from lahar.api.objects import (
     Pod,
     PodDisruptionBudget,
     PodGroup,
+    PodSpec,
     PriorityClass,
     Queue,
     ResourceClaim,
@@ -84,7 +85,7 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """What every task of one pod shape derives alike (see ``_shape_key``)."""
+    """What every task of one pod shape derives alike (see ``shape_key``)."""
 
     resreq: Resource
     init_resreq: Resource
@@ -96,14 +97,49 @@ class _Shape:
     devreq: DeviceRequest | None
 
 
-def _shape_key(pod: Pod) -> bytes:
+def spec_shape(spec: PodSpec) -> bytes:
+    """The spec's part of a shape key: the spec without its node, encoded."""
+    return _shape_encoder.encode(msgspec.structs.replace(spec, node_name="") if spec.node_name else spec)
+
+
+def shape_key(pod: Pod, spec_part: bytes | None = None) -> bytes:
     """Everything a task derives from its pod besides identity and state: the spec without the
-    node, the namespace, and the labels and annotations that ``template_key`` reads."""
+    node, the namespace, and the labels and annotations that ``template_key`` reads.
+    ``spec_part`` is ``spec_shape(pod.spec)`` when already known (pods of one template share
+    it: encoding every pod's spec again was a third of a snapshot build); the key is the same
+    bytes either way, as msgpack embeds the encoded part as it is."""
     meta, spec = pod.metadata, pod.spec
     labels = meta.labels if spec.affinity or spec.topology_spread_constraints else None
     volcano = [(k, v) for k, v in meta.annotations.items() if k.startswith("volcano.sh/")]
-    placed = msgspec.structs.replace(spec, node_name="") if spec.node_name else spec
-    return _shape_encoder.encode((meta.namespace, placed, labels, volcano))
+    part = msgspec.Raw(spec_part if spec_part is not None else spec_shape(spec))
+    return _shape_encoder.encode((meta.namespace, part, labels, volcano))
+
+
+def shape_keys(pods: Sequence[Pod], spec_parts: Sequence[bytes | None]) -> list[bytes]:
+    """``shape_key(pod, part)`` of each pod, with ``spec_shape`` of its spec where known.  The
+    pods of one spec, namespace and volcano annotations share one key, made once (one object:
+    its hash is computed once too); a pod whose labels count as well is keyed alone."""
+    made: dict[tuple[str, bytes, tuple[tuple[str, str], ...]], bytes] = {}
+    out = []
+    for pod, part in zip(pods, spec_parts, strict=True):
+        spec, meta = pod.spec, pod.metadata
+        if part is None or spec.affinity or spec.topology_spread_constraints:
+            out.append(shape_key(pod, part))
+            continue
+        # What shape_key reads of such a pod, as a hashable key.
+        volcano = tuple([(k, v) for k, v in meta.annotations.items() if k.startswith("volcano.sh/")])
+        memo = (meta.namespace, part, volcano)
+        key = made.get(memo)
+        if key is None:
+            key = made[memo] = shape_key(pod, part)
+        out.append(key)
+    return out
+
+
+def has_pod_affinity(pod: Pod) -> bool:
+    """The pod carries pod affinity or anti-affinity (terms of either kind)."""
+    aff = pod.spec.affinity
+    return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
 
 
 def claim_keys(pod: Pod) -> tuple[list[str], str | None]:
@@ -192,7 +228,10 @@ class Snapshot:
         pdbs: Iterable[PodDisruptionBudget] = (),
         hypernodes: Iterable[HyperNode] = (),
         dra: DraObjects | None = None,
+        spec_shapes: Sequence[bytes | None] | None = None,
     ) -> None:
+        """``spec_shapes``, when given, holds ``spec_shape`` of each pod's spec (or None where
+        not known), in the order of ``pods``."""
         self.now = now
         self.dra = dra if dra is not None else DraObjects()
         # Per node, its Numatopology (numa-aware), and the cpus a session gave pods the exporter
@@ -211,7 +250,7 @@ class Snapshot:
         for node in nodes:
             names.update(node.status.allocatable)
         seen: set[bytes] = set()
-        shapes = [_shape_key(pod) for pod in pods]
+        shapes = shape_keys(pods, [None] * len(pods) if spec_shapes is None else spec_shapes)
         for pod, shape in zip(pods, shapes, strict=True):  # the resource dimensions pods request
             if shape not in seen:
                 seen.add(shape)
@@ -247,6 +286,9 @@ class Snapshot:
         self.tasks: dict[str, TaskInfo] = {}
         # Pods outside any job still hold node resources (no group annotation).
         self.others: dict[str, TaskInfo] = {}
+        # Tasks whose pods carry pod (anti-)affinity: while there are none, the plugins that
+        # look for them among every placed pod at each session's open need not look.
+        self.pod_affinity_tasks = 0
         placed: list[tuple[NodeInfo, TaskInfo]] = []
         made = 0
         for pod, shape in zip(pods, shapes, strict=True):
@@ -402,7 +444,7 @@ class Snapshot:
         """Add or replace a pod's task.  What a task derives from the pod's spec (requests, their
         vectors, its template key) is shared by every pod of the same shape: the pods of one job,
         and one pod across its bind and phase changes."""
-        return self._upsert_pod(pod, _shape_key(pod), None)
+        return self._upsert_pod(pod, shape_key(pod), None)
 
     def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
         """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
@@ -452,6 +494,8 @@ class Snapshot:
             self.tasks[key] = task
         else:
             self.others[key] = task
+        if has_pod_affinity(pod):
+            self.pod_affinity_tasks += 1
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.status not in TERMINAL_STATUSES:
             if placed is None:
@@ -465,6 +509,8 @@ class Snapshot:
         task = self.tasks.pop(key, None) or self.others.pop(key, None)
         if task is None:
             return None
+        if has_pod_affinity(task.pod):
+            self.pod_affinity_tasks -= 1
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.uid in node.tasks:
             self._table.remove_task(node, task)

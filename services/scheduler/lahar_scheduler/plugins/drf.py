@@ -23,6 +23,7 @@ from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
+from lahar_scheduler.plugins.queueshare import request_runs
 
 SHARE_DELTA = 1e-6
 
@@ -43,8 +44,8 @@ class DrfPlugin(Plugin):
         for job in ssn.jobs.values():
             held = Resource()
             for status in ALLOCATED_STATUSES:
-                for t in job.tasks_in(status):
-                    held.add(t.resreq)
+                for r, n in request_runs(job.tasks_in(status)):
+                    held.add_times(r, n)  # as an add per task
             self.attrs[job.uid] = Attr(held, self.dominant(held))
         opt = ssn.conf.plugin(self.name)
         self.tree: Tree | None = None

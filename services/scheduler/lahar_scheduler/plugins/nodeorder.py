@@ -15,6 +15,7 @@ import numpy as np
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.snapshot import has_pod_affinity
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.k8s import scores, scores_fast
 from lahar_scheduler.plugins.k8s.topology import TopologyIndex
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
 
 
 def _has_pod_affinity(task: TaskInfo) -> bool:
-    aff = task.pod.spec.affinity
-    return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+    return has_pod_affinity(task.pod)
 
 
 class NodeOrderArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -53,7 +53,9 @@ class NodeOrderPlugin(Plugin):
         # The raw taint scores per shape, and whether any node has a PreferNoSchedule taint the
         # pod does not tolerate (asked once per shape instead of per task).
         self._taint_raw: dict[bytes, tuple[IntArray, bool]] = {}
-        self.with_affinity = sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t))
+        self.with_affinity = (
+            sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t)) if ssn.snapshot.pod_affinity_tasks else 0
+        )
 
         # Resource scores are row-local: cached per task shape, recomputed on changed nodes only.
         self._local = RowCache(self.table, self._local_scores, self._local_row)

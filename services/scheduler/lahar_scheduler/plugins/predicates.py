@@ -200,8 +200,11 @@ class PredicatesPlugin(Plugin):
         self.table = ssn.nodes
         self.stable = StableFilters(ssn.nodes, self.opts)
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
-        # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.
-        self.anti: dict[int, TaskInfo] = {id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)}
+        # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.  (No
+        # pod with pod affinity of any kind in the snapshot: no need to look at every placed one.)
+        self.anti: dict[int, TaskInfo] = {}
+        if ssn.snapshot.pod_affinity_tasks:
+            self.anti = {id(t): t for t, _ in self.topo.placed() if _required_terms(t.pod, anti=True)}
 
         # Pods per node as this plugin's node view counts them: every pod at open, then its own
         # Allocate/Deallocate events (an evicted pod leaves the view, as in Volcano's plugin).

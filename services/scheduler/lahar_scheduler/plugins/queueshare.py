@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from lahar.api.resource import CPU, MEMORY, PODS, Resource, exceeded_part, is_scalar_resource_name, share
-from lahar_scheduler.framework.jobs import JobInfo
+from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, PodGroupPhase, TaskStatus
 
 S = TaskStatus
@@ -13,7 +15,7 @@ def inqueue_resource(job: JobInfo, allocated: Resource) -> Resource:
     """What an admitted job still reserves: per dimension of minResources, max(0, min − allocated)."""
     pg = job.podgroup
     assert pg is not None and pg.spec.min_resources is not None
-    minimum = Resource.from_list(pg.spec.min_resources)
+    minimum = _min_resources(job)
     out = Resource()
     for name in pg.spec.min_resources:
         if name == CPU:
@@ -59,7 +61,15 @@ def min_resources(job: JobInfo) -> Resource:
     pg = job.podgroup
     if pg is None or pg.spec.min_resources is None:
         return Resource()
-    return Resource.from_list(pg.spec.min_resources)
+    return _min_resources(job).clone()
+
+
+def _min_resources(job: JobInfo) -> Resource:
+    """``Resource.from_list`` of the PodGroup's minResources, as the job made it when it took
+    the PodGroup (``JobInfo.set_podgroup``; nothing changes it since): not made again for each
+    job at every session's open.  Read only."""
+    assert job.min_resources is not None
+    return job.min_resources
 
 
 def elastic_resources(job: JobInfo) -> Resource:
@@ -84,13 +94,31 @@ def job_usage(job: JobInfo) -> tuple[Resource, Resource]:
     request = Resource()
     for status, bucket in job.status_index.items():
         if status in ALLOCATED_STATUSES:
-            for t in bucket.values():
-                allocated.add(t.resreq)
-                request.add(t.resreq)
+            for r, n in request_runs(bucket.values()):
+                allocated.add_times(r, n)
+                request.add_times(r, n)
         elif status == S.PENDING:
-            for t in bucket.values():
-                request.add(t.resreq)
+            for r, n in request_runs(bucket.values()):
+                request.add_times(r, n)
     return allocated, request
+
+
+def request_runs(tasks: Iterable[TaskInfo]) -> Iterator[tuple[Resource, int]]:
+    """The tasks' requests as (request, how many tasks in a row hold that very object): the
+    tasks of one shape share one, so summing a job's tasks with ``Resource.add_times`` takes a
+    few adds (the same sums as one add per task)."""
+    last: Resource | None = None
+    n = 0
+    for t in tasks:
+        r = t.resreq
+        if r is last:
+            n += 1
+            continue
+        if last is not None:
+            yield last, n
+        last, n = r, 1
+    if last is not None:
+        yield last, n
 
 
 def dominant_share(allocated: Resource, deserved: Resource) -> float:
