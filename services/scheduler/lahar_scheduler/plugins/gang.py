@@ -9,6 +9,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Condition, Session
+from lahar_scheduler.framework.simhooks import pair_local
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Why
@@ -54,6 +55,10 @@ class GangPlugin(Plugin):
                 occupied[job.uid] = left - 1
                 victims.append(t)
         return victims, Vote.PERMIT
+
+    def victims_key(self, _: TaskInfo) -> Hashable:
+        """Only the candidates' jobs' ready counts matter, not the preemptor."""
+        return "gang"
 
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs with more ready tasks than minMember."""
@@ -158,6 +163,7 @@ def _job_starving(job: JobInfo) -> bool:
     return job.is_starving()
 
 
+@pair_local
 def _job_order(left: JobInfo, right: JobInfo) -> int:
     lr, rr = left.is_ready(), right.is_ready()
     if lr == rr:

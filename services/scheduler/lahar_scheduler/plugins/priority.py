@@ -8,6 +8,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.simhooks import pair_local
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import Vote
 from lahar_scheduler.plugins.base import NoArgs, Plugin
@@ -60,6 +61,11 @@ class PriorityPlugin(Plugin):
                 victims.append(t)
         return victims, Vote.PERMIT
 
+    def victims_key(self, preemptor: TaskInfo) -> Hashable:
+        """For candidates of other jobs the answer depends on the preemptor's job priority alone."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        return ("priority", None if pjob is None else pjob.priority)
+
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
         own job's tasks, which the test cannot tell apart without the job)."""
@@ -79,6 +85,7 @@ def _never(_: TaskInfo) -> bool:
     return False
 
 
+@pair_local
 def _by_priority(left: JobInfo | TaskInfo, right: JobInfo | TaskInfo) -> int:
     return _desc(left.priority, right.priority)
 

@@ -1,0 +1,332 @@
+"""Topology-aware preemption's dry runs for many nodes at once, when they are plain arithmetic.
+
+``preempt_topology.select_victims`` dry-runs one node at a time through the simulate hooks.
+When, for a preemptor, every consulted hook is a labelled kind (framework/simhooks.py) that says
+it is trivial or vector arithmetic — the predicate passes everywhere (no inter-pod affinity
+involving the pod), the task moves only change an affinity view or the queues' allocations, and
+the allocatable test is ``allocated + request <= deserved`` on cpu and memory — a node's dry run
+only adds and subtracts the victims' request vectors in victim order.  Then every candidate node
+is dry-run together (a loop over victim positions, numpy over nodes), with the same float
+operations in the same order as the per-node code, and the candidate is chosen from arrays by
+kube's criteria.  Victim lists come from preempt_topology_cache.py.
+
+Nodes this cannot decide — where the preemptor's own job has an evictable task (its candidates
+differ from the view's), or whose cached row is odd — are dry-run exactly, one by one, and
+merged in scan order.  A preemptor whose hooks or callbacks are not all labelled gets None from
+``plan``, and the caller runs the exact path for every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar_scheduler.actions.preempt_topology_cache import PRIORITY_LIMIT, VictimRows, View, rows_for
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.simhooks import (
+    QUEUE,
+    VIEW,
+    QueueRoom,
+    Room,
+    SimPredicate,
+    TaskMove,
+    is_pair_local,
+    victims_key_of,
+)
+from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
+
+if TYPE_CHECKING:
+    from lahar_scheduler.actions.evictutil import TaskFilter
+    from lahar_scheduler.framework.cyclestate import CycleState
+    from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.session import Session
+
+# Tests switch this off to compare with the exact path.
+ENABLED = True
+PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before summing
+
+# One dry run of one node, exactly: the chosen victims (most important first) or None.
+Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
+# kube's pickOneNodeForPreemption criteria, each maximised in turn.
+Score = tuple[int, int, int, float]
+
+
+@dataclass
+class Plan:
+    """What a preemptor's fast dry runs need."""
+
+    rows: VictimRows
+    keys: list[Hashable]  # per PreemptableFn tier, its view's key
+    keep: TaskFilter
+    room: Room | None
+    own: frozenset[int]  # nodes where the preemptor's job has an evictable task
+
+    def view(self, tier: int) -> View:
+        return self.rows.view(tier, self.keys[tier])
+
+
+def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, keep: TaskFilter) -> Plan | None:
+    """The fast path's inputs, or None when some hook or callback keeps the exact path."""
+    if not ENABLED or _other_jobs_queue(ssn, preemptor, keep) != queue.uid:
+        return None
+    keys = _view_keys(ssn, preemptor, queue)
+    if keys is None or not _predicate_skips(ssn, state, preemptor):
+        return None
+    ok, room = _room(ssn, state, preemptor, queue)
+    if not ok:
+        return None
+    rows = rows_for(ssn)
+    by_name = ssn.nodes.by_name
+    own = frozenset(
+        by_name[t.node_name].index
+        for t in ssn.jobs[preemptor.job].tasks.values()
+        if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
+    )
+    return Plan(rows, keys, keep, room, own)
+
+
+def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
+    """The queue of preempt's other-jobs filter when ``keep`` is that filter for this preemptor
+    (the views are filled through it, and rely on its shape: evictable tasks of the queue, the
+    preemptor's own job left out); None for any other filter."""
+    from lahar_scheduler.actions import preempt  # preempt imports this module
+
+    code = getattr(keep, "__code__", None)
+    if code is None or code is not preempt.other_jobs_filter(ssn, preemptor, "").__code__:
+        return None
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in getattr(keep, "__closure__", ())), strict=True))
+    if cells.get("ssn") is not ssn or cells.get("preemptor") is not preemptor:
+        return None
+    queue = cells.get("queue")
+    return queue if isinstance(queue, str) else None
+
+
+def _view_keys(ssn: Session, preemptor: TaskInfo, queue: QueueInfo) -> list[Hashable] | None:
+    """Per PreemptableFn tier, the key of the view holding its answers for this preemptor;
+    None when a callback does not say what its answer depends on."""
+    if not all(is_pair_local(fn) for fn in ssn.callbacks(P.JOB_ORDER) + ssn.callbacks(P.TASK_ORDER)):
+        return None
+    base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
+    keys: list[Hashable] = []
+    for t, tier in enumerate(ssn.chain(P.PREEMPTABLE)):
+        tier_keys: list[Hashable] = []
+        for fn in tier:
+            of = victims_key_of(fn)
+            if of is None:
+                return None
+            tier_keys.append(of(preemptor))
+        keys.append((base, t, tuple(tier_keys)))
+    return keys
+
+
+def _predicate_skips(ssn: Session, state: CycleState, preemptor: TaskInfo) -> bool:
+    for fn in ssn.callbacks(P.SIMULATE_PREDICATE):
+        if not isinstance(fn, SimPredicate) or not fn.skips(state, preemptor):
+            return False
+    return True
+
+
+def _room(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo) -> tuple[bool, Room | None]:
+    """(usable, the queue test): no allocatable hook and no queue moves, or exactly one
+    QueueRoom with its queue moves on both hooks; every move must be labelled."""
+    kinds: list[str] = []
+    for point in (P.SIMULATE_ADD_TASK, P.SIMULATE_REMOVE_TASK):
+        for move in ssn.callbacks(point):
+            if not isinstance(move, TaskMove) or move.kind not in (VIEW, QUEUE):
+                return False, None
+            kinds.append(move.kind)
+    rooms = ssn.callbacks(P.SIMULATE_ALLOCATABLE)
+    if not rooms:
+        return QUEUE not in kinds, None
+    fn = rooms[0]
+    if len(rooms) > 1 or not isinstance(fn, QueueRoom) or kinds.count(QUEUE) != 2:
+        return False, None
+    room = fn.room(state, queue, preemptor)
+    return room is not None, room
+
+
+# -- the search ---------------------------------------------------------------------------------
+class Hit:
+    """A candidate node: its score, and its victims (most important first) built on demand."""
+
+    __slots__ = ("_chosen", "_victims", "_view", "node", "score")
+
+    def __init__(
+        self,
+        node: int,
+        score: Score,
+        victims: list[TaskInfo] | None,
+        view: View | None = None,
+        chosen: BoolArray | None = None,
+    ) -> None:
+        self.node, self.score = node, score
+        self._victims, self._view, self._chosen = victims, view, chosen
+
+    def victims(self) -> list[TaskInfo]:
+        if self._victims is None:
+            assert self._view is not None and self._chosen is not None
+            ordered = self._view.victims[self.node]
+            self._victims = [ordered[p] for p in np.flatnonzero(self._chosen)[::-1].tolist()]
+        return self._victims
+
+
+def best_candidate(
+    ssn: Session, plan: Plan, preemptor: TaskInfo, order: IntArray, wanted: int, exact: Exact
+) -> Hit | None:
+    """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
+    then pick one by kube's criteria (first found on ties)."""
+    found: list[Hit] = []
+    last_named: int | None = None
+    pos, size = 0, max(wanted + wanted // 4, 16)
+    while pos < len(order) and len(found) < wanted:
+        chunk = order[pos : pos + size]
+        pos += len(chunk)
+        size *= 2
+        for got, named in _chunk(ssn, plan, preemptor, chunk, exact):
+            last_named = named
+            if got is not None:
+                found.append(got)
+                if len(found) >= wanted:
+                    break
+    if last_named is not None:
+        ssn.result.stats.preemption_victims = last_named  # Volcano: per node considered
+    if not found:
+        return None
+    return max(enumerate(found), key=lambda p: (p[1].score, -p[0]))[1]
+
+
+def _chunk(
+    ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact
+) -> list[tuple[Hit | None, int]]:
+    """Per node of ``chunk`` in order: its candidate (or None) and PreemptableFn's count.  A
+    node's answer is its first tier's with victims; nodes no tier names victims on have none."""
+    own = np.fromiter((i in plan.own for i in chunk.tolist()), dtype=bool, count=len(chunk))
+    out: dict[int, tuple[Hit | None, int]] = {}
+    slow = [chunk[own]]
+    left = chunk[~own]
+    for tier in range(len(plan.keys)):
+        if not len(left):
+            break
+        view = plan.view(tier)
+        stale = left[~view.valid[left]]
+        if len(stale):
+            plan.rows.fill(view, stale, preemptor, plan.keep)
+        named = view.count[left] > 0
+        here, left = left[named], left[~named]
+        odd = view.odd[here]
+        slow.append(here[odd])
+        if not odd.all():
+            out.update(_fast(ssn, plan, view, preemptor, here[~odd]))
+    for i in left.tolist():
+        out[i] = (None, 0)
+    infos, stats = ssn.nodes.infos, ssn.result.stats
+    for i in np.concatenate(slow).tolist():
+        victims = exact(infos[i])
+        named = stats.preemption_victims  # select_victims sets it for every node it considers
+        assert named is not None
+        out[i] = (None if victims is None else Hit(i, score(victims, ssn.now), victims), named)
+    return [out[i] for i in chunk.tolist()]
+
+
+def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, rows: IntArray) -> dict[int, tuple[Hit | None, int]]:
+    count = view.count[rows]
+    depth = int(count.max())
+    res = view.res[rows, :depth]
+    queue_vec = view.queue_vec[rows, :depth]
+    chosen, cover = dry_run(task, ssn.nodes.future[rows], res, queue_vec, count, plan.room)
+    picked = np.flatnonzero(cover & chosen.any(axis=1))
+    hits: list[Hit | None] = [None] * len(rows)
+    if len(picked):
+        at = rows[picked]
+        scores = _scores(chosen[picked], view.prio[at, :depth], view.start[at, :depth])
+        for k, (j, i) in enumerate(zip(picked.tolist(), at.tolist(), strict=True)):
+            hits[j] = Hit(i, scores[k], None, view, chosen[j])
+    return dict(zip(rows.tolist(), zip(hits, count.tolist(), strict=True), strict=True))
+
+
+def dry_run(
+    task: TaskInfo, future: FloatArray, res: FloatArray, queue_vec: FloatArray, count: IntArray, room: Room | None
+) -> tuple[BoolArray, BoolArray]:
+    """``select_victims`` for every row at once: (chosen[row, position], ValidateVictims[row]).
+
+    Victims are removed in order until the preemptor fits (queue test and node room), then
+    reprieved from the last removed down, each kept out only if the preemptor no longer fits
+    with it back.  Each row sees the same float operations, in the same order, as the per-node
+    loop (a reprieve that fails adds the victim back after subtracting it)."""
+    rows, depth = res.shape[0], res.shape[1]
+    cols = task.fit_cols
+    need = task.init_vec[cols]
+
+    def fits(have: FloatArray, alloc: FloatArray) -> BoolArray:
+        ok: BoolArray = np.all(need < have[:, cols] + 0.1, axis=1)
+        if room is not None:
+            over = (alloc + np.asarray(room.request)) > np.asarray(room.deserved)
+            ok &= ~np.any(over & np.asarray(room.checked), axis=1)
+        return ok
+
+    have = future.copy()
+    alloc = np.tile(np.asarray(room.allocated if room is not None else (0.0, 0.0)), (rows, 1))
+    full = future.copy()
+    removed = np.zeros(rows, dtype=np.intp)
+    done = np.zeros(rows, dtype=bool)
+    for k in range(depth):
+        full = full + res[:, k]
+        act = (k < count) & ~done
+        if not act.any():
+            continue
+        have = np.where(act[:, None], have + res[:, k], have)
+        alloc = np.where(act[:, None], alloc - queue_vec[:, k], alloc)
+        removed[act] = k + 1
+        done |= act & fits(have, alloc)
+    cover = (count > 0) & np.all(need < full[:, cols] + 0.1, axis=1)
+    chosen = np.zeros((rows, depth), dtype=bool)
+    for k in range(depth - 1, -1, -1):
+        act = (k < removed) & cover
+        if not act.any():
+            continue
+        back_have = have - res[:, k]
+        back_alloc = alloc + queue_vec[:, k]
+        ok = fits(back_have, back_alloc)
+        spared, out = act & ok, act & ~ok
+        have = np.where(spared[:, None], back_have, np.where(out[:, None], back_have + res[:, k], have))
+        alloc = np.where(spared[:, None], back_alloc, np.where(out[:, None], back_alloc - queue_vec[:, k], alloc))
+        chosen[:, k] = out
+    return chosen, cover
+
+
+def _scores(chosen: BoolArray, prio: IntArray, start: FloatArray) -> list[Score]:
+    """kube's criteria per candidate row: the first victim's priority (the highest position
+    chosen: reprieve visits the last removed first), the priority sum, the count, the earliest
+    start among the highest-priority victims; negated where lower is better."""
+    if not len(chosen):
+        return []
+    depth = chosen.shape[1]
+    top = depth - 1 - np.argmax(chosen[:, ::-1], axis=1)
+    first = prio[np.arange(len(chosen)), top]
+    total = np.where(chosen, prio + PRIORITY_OFFSET, 0).sum(axis=1)
+    n = chosen.sum(axis=1)
+    highest = np.where(chosen, prio, -PRIORITY_LIMIT).max(axis=1)
+    earliest = np.where(chosen & (prio == highest[:, None]), start, np.inf).min(axis=1)
+    return list(
+        zip(
+            (-first).tolist(),
+            (-total).tolist(),
+            (-n).tolist(),
+            earliest.tolist(),
+            strict=True,
+        )
+    )
+
+
+def score(victims: list[TaskInfo], now: float) -> Score:
+    """The same criteria for one candidate's victims (most important first)."""
+    from lahar_scheduler.actions.preempt_topology_cache import pod_priority, start_time
+
+    prios = [pod_priority(v) for v in victims]
+    top = max(prios)
+    earliest = min(start_time(v, now) for v, p in zip(victims, prios, strict=True) if p == top)
+    return (-prios[0], -sum(p + PRIORITY_OFFSET for p in prios), -len(victims), earliest)
