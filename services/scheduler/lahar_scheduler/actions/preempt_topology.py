@@ -66,24 +66,12 @@ def topology_preempt(
     # generator), so skipping an attempt elsewhere does not shift this one's nodes.
     offset = random.Random(f"{salt}/{preemptor.uid}").randrange(len(nodes))
     wanted = num_candidates(len(nodes), args)
-    fast = preempt_topology_fast.plan(ssn, state, preemptor, queue, keep)
-    if fast is not None:
-        # Possible nodes in scan order, all dry-run together (see preempt_topology_fast).
-        order = np.concatenate((nodes[offset:], nodes[:offset]))
-        order = order[possible[order]]
-
-        def exact(node: NodeInfo) -> list[TaskInfo] | None:
-            return select_victims(ssn, state, preemptor, queue, node, keep)
-
-        got = preempt_topology_fast.best_candidate(ssn, fast, preemptor, order, wanted, exact)
-        if got is None:
-            return False
-        best = Candidate(ssn.node_list[got.node], got.victims())
-    else:
+    decided, best = _fast(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
+    if not decided:
         found = _walk(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
-        if not found:
-            return False
-        best = pick_one(found, ssn.now)
+        best = pick_one(found, ssn.now) if found else None
+    if best is None:
+        return False
     tmp = ssn.statement()
     for victim in best.victims:
         tmp.evict(victim, "preempt")
@@ -117,6 +105,36 @@ def _walk(
             if len(found) >= wanted:
                 break
     return found
+
+
+def _fast(
+    ssn: Session,
+    state: CycleState,
+    preemptor: TaskInfo,
+    queue: QueueInfo,
+    keep: TaskFilter,
+    nodes: IntArray,
+    possible: BoolArray,
+    offset: int,
+    wanted: int,
+) -> tuple[bool, Candidate | None]:
+    """The fast path (see preempt_topology_fast): (True, the best candidate or None when there
+    is none), or (False, None) when the exact path must decide."""
+    plan = preempt_topology_fast.plan(ssn, state, preemptor, queue, keep)
+    if plan is None:
+        return False, None
+    # Possible nodes in scan order, all dry-run together.
+    order = np.concatenate((nodes[offset:], nodes[:offset]))
+    order = order[possible[order]]
+
+    def exact(node: NodeInfo) -> list[TaskInfo] | None:
+        return select_victims(ssn, state, preemptor, queue, node, keep)
+
+    try:
+        got = preempt_topology_fast.best_candidate(ssn, plan, preemptor, order, wanted, exact)
+    except preempt_topology_fast.OutOfRange:
+        return False, None
+    return True, None if got is None else Candidate(ssn.node_list[got.node], got.victims)
 
 
 def select_victims(

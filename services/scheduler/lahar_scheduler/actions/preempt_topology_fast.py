@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar_scheduler.actions.preempt_topology_cache import PRIORITY_LIMIT, VictimRows, View, rows_for
+from lahar_scheduler.actions.preempt_topology_cache import (
+    PRIORITY_LIMIT,
+    VictimRows,
+    View,
+    pod_priority,
+    rows_for,
+    start_time,
+)
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.simhooks import (
     QUEUE,
@@ -53,6 +60,11 @@ PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before
 Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
 # kube's pickOneNodeForPreemption criteria, each maximised in turn.
 Score = tuple[int, int, int, float]
+
+
+class OutOfRange(Exception):
+    """A node dry-run exactly named a victim whose priority is outside int32 (kube's type), so
+    the criteria do not fit the arrays: the caller redoes the preemptor on the exact path."""
 
 
 @dataclass
@@ -150,102 +162,138 @@ def _room(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo
 
 
 # -- the search ---------------------------------------------------------------------------------
-class Hit:
-    """A candidate node: its score, and its victims (most important first) built on demand."""
+class Part:
+    """One chunk's answers, per node in scan order: PreemptableFn's count, whether the node is a
+    candidate, and kube's criteria (meaningful on candidates only)."""
 
-    __slots__ = ("_chosen", "_victims", "_view", "node", "score")
+    __slots__ = ("cand", "criteria", "exact", "named", "nodes", "runs")
 
-    def __init__(
-        self,
-        node: int,
-        score: Score,
-        victims: list[TaskInfo] | None,
-        view: View | None = None,
-        chosen: BoolArray | None = None,
-    ) -> None:
-        self.node, self.score = node, score
-        self._victims, self._view, self._chosen = victims, view, chosen
+    def __init__(self, nodes: IntArray) -> None:
+        n = len(nodes)
+        self.nodes = nodes
+        self.named: IntArray = np.zeros(n, dtype=np.intp)
+        self.cand: BoolArray = np.zeros(n, dtype=bool)
+        self.criteria: list[np.ndarray] = [np.zeros(n, dtype=np.int64) for _ in range(3)] + [np.zeros(n)]
+        self.runs: list[tuple[IntArray, View, BoolArray]] = []  # (positions, view, chosen) of fast rows
+        self.exact: dict[int, list[TaskInfo]] = {}  # position → victims, of exactly dry-run rows
 
-    def victims(self) -> list[TaskInfo]:
-        if self._victims is None:
-            assert self._view is not None and self._chosen is not None
-            ordered = self._view.victims[self.node]
-            self._victims = [ordered[p] for p in np.flatnonzero(self._chosen)[::-1].tolist()]
-        return self._victims
+    def cut(self, stop: int) -> None:
+        """Keep the first ``stop`` nodes."""
+        self.nodes, self.named, self.cand = self.nodes[:stop], self.named[:stop], self.cand[:stop]
+        self.criteria = [c[:stop] for c in self.criteria]
+
+    def victims(self, pos: int) -> list[TaskInfo]:
+        """The candidate's victims, most important first."""
+        got = self.exact.get(pos)
+        if got is not None:
+            return got
+        for positions, view, chosen in self.runs:
+            k = int(np.searchsorted(positions, pos))
+            if k < len(positions) and positions[k] == pos:
+                ordered = view.victims[int(self.nodes[pos])]
+                return [ordered[p] for p in np.flatnonzero(chosen[k])[::-1].tolist()]
+        raise KeyError(pos)
+
+
+@dataclass
+class Best:
+    node: int
+    victims: list[TaskInfo]  # most important first
 
 
 def best_candidate(
     ssn: Session, plan: Plan, preemptor: TaskInfo, order: IntArray, wanted: int, exact: Exact
-) -> Hit | None:
+) -> Best | None:
     """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
     then pick one by kube's criteria (first found on ties)."""
-    found: list[Hit] = []
-    last_named: int | None = None
+    parts: list[Part] = []
+    found = 0
     pos, size = 0, max(wanted + wanted // 4, 16)
-    while pos < len(order) and len(found) < wanted:
-        chunk = order[pos : pos + size]
-        pos += len(chunk)
+    while pos < len(order) and found < wanted:
+        part = _chunk(ssn, plan, preemptor, order[pos : pos + size], exact)
+        pos += len(part.nodes)
         size *= 2
-        for got, named in _chunk(ssn, plan, preemptor, chunk, exact):
-            last_named = named
-            if got is not None:
-                found.append(got)
-                if len(found) >= wanted:
-                    break
-    if last_named is not None:
-        ssn.result.stats.preemption_victims = last_named  # Volcano: per node considered
+        seen = np.cumsum(part.cand)
+        if found + int(seen[-1]) >= wanted:
+            part.cut(int(np.searchsorted(seen, wanted - found)) + 1)  # stop at the last one wanted
+        found += int(part.cand.sum())
+        parts.append(part)
+    if parts:
+        ssn.result.stats.preemption_victims = int(parts[-1].named[-1])  # Volcano: per node considered
     if not found:
         return None
-    return max(enumerate(found), key=lambda p: (p[1].score, -p[0]))[1]
+    where = [(k, p) for k, part in enumerate(parts) for p in np.flatnonzero(part.cand).tolist()]
+    criteria = [np.concatenate([part.criteria[c][part.cand] for part in parts]) for c in range(4)]
+    k, p = where[_pick(criteria)]
+    return Best(int(parts[k].nodes[p]), parts[k].victims(p))
 
 
-def _chunk(
-    ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact
-) -> list[tuple[Hit | None, int]]:
-    """Per node of ``chunk`` in order: its candidate (or None) and PreemptableFn's count.  A
-    node's answer is its first tier's with victims; nodes no tier names victims on have none."""
+def _pick(criteria: list[np.ndarray]) -> int:
+    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first."""
+    left = np.arange(len(criteria[0]))
+    for values in criteria:
+        if len(left) == 1:
+            break
+        mine = values[left]
+        left = left[mine == mine.max()]
+    return int(left[0])
+
+
+def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact) -> Part:
+    """Dry-run every node of ``chunk``.  A node's answer is its first tier's with victims; nodes
+    no tier names victims on have none."""
+    part = Part(chunk)
+    positions = np.arange(len(chunk))
     own = np.fromiter((i in plan.own for i in chunk.tolist()), dtype=bool, count=len(chunk))
-    out: dict[int, tuple[Hit | None, int]] = {}
-    slow = [chunk[own]]
-    left = chunk[~own]
+    slow = [positions[own]]
+    left = positions[~own]
     for tier in range(len(plan.keys)):
         if not len(left):
             break
         view = plan.view(tier)
-        stale = left[~view.valid[left]]
+        rows = chunk[left]
+        stale = rows[~view.valid[rows]]
         if len(stale):
             plan.rows.fill(view, stale, preemptor, plan.keep)
-        named = view.count[left] > 0
+        named = view.count[rows] > 0
         here, left = left[named], left[~named]
-        odd = view.odd[here]
+        odd = view.odd[chunk[here]]
         slow.append(here[odd])
         if not odd.all():
-            out.update(_fast(ssn, plan, view, preemptor, here[~odd]))
-    for i in left.tolist():
-        out[i] = (None, 0)
+            _fast(ssn, plan, view, preemptor, part, here[~odd])
     infos, stats = ssn.nodes.infos, ssn.result.stats
-    for i in np.concatenate(slow).tolist():
-        victims = exact(infos[i])
+    for p in np.concatenate(slow).tolist():
+        victims = exact(infos[int(chunk[p])])
         named = stats.preemption_victims  # select_victims sets it for every node it considers
         assert named is not None
-        out[i] = (None if victims is None else Hit(i, score(victims, ssn.now), victims), named)
-    return [out[i] for i in chunk.tolist()]
+        part.named[p] = named
+        if victims is not None:
+            if any(abs(pod_priority(v)) >= PRIORITY_LIMIT for v in victims):
+                raise OutOfRange
+            part.cand[p] = True
+            part.exact[p] = victims
+            for c, value in enumerate(score(victims, ssn.now)):
+                part.criteria[c][p] = value
+    return part
 
 
-def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, rows: IntArray) -> dict[int, tuple[Hit | None, int]]:
+def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, part: Part, positions: IntArray) -> None:
+    rows = part.nodes[positions]
     count = view.count[rows]
+    part.named[positions] = count
     depth = int(count.max())
-    res = view.res[rows, :depth]
-    queue_vec = view.queue_vec[rows, :depth]
-    chosen, cover = dry_run(task, ssn.nodes.future[rows], res, queue_vec, count, plan.room)
-    picked = np.flatnonzero(cover & chosen.any(axis=1))
-    hits: list[Hit | None] = [None] * len(rows)
-    if len(picked):
-        at = rows[picked]
-        scores = _scores(chosen[picked], view.prio[at, :depth], view.start[at, :depth])
-        for k, (j, i) in enumerate(zip(picked.tolist(), at.tolist(), strict=True)):
-            hits[j] = Hit(i, scores[k], None, view, chosen[j])
-    return dict(zip(rows.tolist(), zip(hits, count.tolist(), strict=True), strict=True))
+    chosen, cover = dry_run(
+        task, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count, plan.room
+    )
+    picked = cover & chosen.any(axis=1)
+    if not picked.any():
+        return
+    at, chosen = positions[picked], chosen[picked]
+    part.cand[at] = True
+    rows = rows[picked]
+    for c, values in enumerate(_criteria(chosen, view.prio[rows, :depth], view.start[rows, :depth])):
+        part.criteria[c][at] = values
+    part.runs.append((at, view, chosen))
 
 
 def dry_run(
@@ -298,34 +346,22 @@ def dry_run(
     return chosen, cover
 
 
-def _scores(chosen: BoolArray, prio: IntArray, start: FloatArray) -> list[Score]:
+def _criteria(chosen: BoolArray, prio: IntArray, start: FloatArray) -> list[np.ndarray]:
     """kube's criteria per candidate row: the first victim's priority (the highest position
     chosen: reprieve visits the last removed first), the priority sum, the count, the earliest
     start among the highest-priority victims; negated where lower is better."""
-    if not len(chosen):
-        return []
     depth = chosen.shape[1]
     top = depth - 1 - np.argmax(chosen[:, ::-1], axis=1)
     first = prio[np.arange(len(chosen)), top]
     total = np.where(chosen, prio + PRIORITY_OFFSET, 0).sum(axis=1)
-    n = chosen.sum(axis=1)
     highest = np.where(chosen, prio, -PRIORITY_LIMIT).max(axis=1)
     earliest = np.where(chosen & (prio == highest[:, None]), start, np.inf).min(axis=1)
-    return list(
-        zip(
-            (-first).tolist(),
-            (-total).tolist(),
-            (-n).tolist(),
-            earliest.tolist(),
-            strict=True,
-        )
-    )
+    return [-first, -total, -chosen.sum(axis=1), earliest]
 
 
 def score(victims: list[TaskInfo], now: float) -> Score:
-    """The same criteria for one candidate's victims (most important first)."""
-    from lahar_scheduler.actions.preempt_topology_cache import pod_priority, start_time
-
+    """The same criteria for one candidate's victims (most important first).  Pod priorities
+    are int32, so the sum fits the int64 arrays the criteria are kept in."""
     prios = [pod_priority(v) for v in victims]
     top = max(prios)
     earliest = min(start_time(v, now) for v, p in zip(victims, prios, strict=True) if p == top)
