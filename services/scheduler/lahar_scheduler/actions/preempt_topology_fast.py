@@ -18,6 +18,7 @@ merged in scan order.  A preemptor whose hooks or callbacks are not all labelled
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,7 +75,7 @@ class Plan:
     rows: VictimRows
     keys: list[Hashable]  # per PreemptableFn tier, its view's key
     keep: TaskFilter
-    room: Room | None
+    limits: Limits
     own: frozenset[int]  # nodes where the preemptor's job has an evictable task
 
     def view(self, tier: int) -> View:
@@ -83,22 +84,27 @@ class Plan:
 
 def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, keep: TaskFilter) -> Plan | None:
     """The fast path's inputs, or None when some hook or callback keeps the exact path."""
-    if not ENABLED or _other_jobs_queue(ssn, preemptor, keep) != queue.uid:
+    if not ENABLED:
         return None
-    keys = _view_keys(ssn, preemptor, queue)
-    if keys is None or not _predicate_skips(ssn, state, preemptor):
+    hooks = _hooks(ssn)
+    if hooks.victim_keys is None or _other_jobs_queue(ssn, preemptor, keep) != queue.uid:
         return None
-    ok, room = _room(ssn, state, preemptor, queue)
-    if not ok:
+    if not all(fn.skips(state, preemptor) for fn in hooks.predicates):
         return None
-    rows = rows_for(ssn)
+    room = None
+    if hooks.room is not None:
+        room = hooks.room.room(state, queue, preemptor)
+        if room is None:
+            return None
+    base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
+    keys: list[Hashable] = [(base, t, tuple(of(preemptor) for of in tier)) for t, tier in enumerate(hooks.victim_keys)]
     by_name = ssn.nodes.by_name
     own = frozenset(
         by_name[t.node_name].index
         for t in ssn.jobs[preemptor.job].tasks.values()
         if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
     )
-    return Plan(rows, keys, keep, room, own)
+    return Plan(rows_for(ssn), keys, keep, Limits.of(preemptor, room), own)
 
 
 def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
@@ -117,48 +123,56 @@ def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> st
     return queue if isinstance(queue, str) else None
 
 
-def _view_keys(ssn: Session, preemptor: TaskInfo, queue: QueueInfo) -> list[Hashable] | None:
-    """Per PreemptableFn tier, the key of the view holding its answers for this preemptor;
-    None when a callback does not say what its answer depends on."""
+@dataclass(frozen=True)
+class Hooks:
+    """The session's callbacks as the fast path sees them (fixed once the session is open).
+    ``victim_keys`` is None when the path cannot be used at all."""
+
+    victim_keys: list[list[Callable[[TaskInfo], Hashable]]] | None
+    predicates: list[SimPredicate]
+    room: QueueRoom | None
+
+
+_HOOKS: weakref.WeakKeyDictionary[Session, Hooks] = weakref.WeakKeyDictionary()
+_UNUSABLE = Hooks(None, [], None)
+
+
+def _hooks(ssn: Session) -> Hooks:
+    hooks = _HOOKS.get(ssn)
+    if hooks is None:
+        hooks = _HOOKS[ssn] = _read_hooks(ssn)
+    return hooks
+
+
+def _read_hooks(ssn: Session) -> Hooks:
+    """Usable when the order callbacks are pair-local, every victim callback has a key, every
+    simulate predicate can say it skips, and the task moves and queue test are labelled: no
+    allocatable hook and no queue moves, or exactly one QueueRoom with its queue moves on both
+    the add and the remove hooks."""
     if not all(is_pair_local(fn) for fn in ssn.callbacks(P.JOB_ORDER) + ssn.callbacks(P.TASK_ORDER)):
-        return None
-    base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
-    keys: list[Hashable] = []
-    for t, tier in enumerate(ssn.chain(P.PREEMPTABLE)):
-        tier_keys: list[Hashable] = []
-        for fn in tier:
-            of = victims_key_of(fn)
-            if of is None:
-                return None
-            tier_keys.append(of(preemptor))
-        keys.append((base, t, tuple(tier_keys)))
-    return keys
-
-
-def _predicate_skips(ssn: Session, state: CycleState, preemptor: TaskInfo) -> bool:
-    for fn in ssn.callbacks(P.SIMULATE_PREDICATE):
-        if not isinstance(fn, SimPredicate) or not fn.skips(state, preemptor):
-            return False
-    return True
-
-
-def _room(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo) -> tuple[bool, Room | None]:
-    """(usable, the queue test): no allocatable hook and no queue moves, or exactly one
-    QueueRoom with its queue moves on both hooks; every move must be labelled."""
+        return _UNUSABLE
+    keys: list[list[Callable[[TaskInfo], Hashable]]] = []
+    for tier in ssn.chain(P.PREEMPTABLE):
+        of = [victims_key_of(fn) for fn in tier]
+        if any(k is None for k in of):
+            return _UNUSABLE
+        keys.append([k for k in of if k is not None])
+    predicates = [fn for fn in ssn.callbacks(P.SIMULATE_PREDICATE) if isinstance(fn, SimPredicate)]
+    if len(predicates) != len(ssn.callbacks(P.SIMULATE_PREDICATE)):
+        return _UNUSABLE
     kinds: list[str] = []
     for point in (P.SIMULATE_ADD_TASK, P.SIMULATE_REMOVE_TASK):
         for move in ssn.callbacks(point):
             if not isinstance(move, TaskMove) or move.kind not in (VIEW, QUEUE):
-                return False, None
+                return _UNUSABLE
             kinds.append(move.kind)
     rooms = ssn.callbacks(P.SIMULATE_ALLOCATABLE)
     if not rooms:
-        return QUEUE not in kinds, None
-    fn = rooms[0]
-    if len(rooms) > 1 or not isinstance(fn, QueueRoom) or kinds.count(QUEUE) != 2:
-        return False, None
-    room = fn.room(state, queue, preemptor)
-    return room is not None, room
+        return Hooks(keys, predicates, None) if QUEUE not in kinds else _UNUSABLE
+    room = rooms[0]
+    if len(rooms) > 1 or not isinstance(room, QueueRoom) or kinds.count(QUEUE) != 2:
+        return _UNUSABLE
+    return Hooks(keys, predicates, room)
 
 
 # -- the search ---------------------------------------------------------------------------------
@@ -283,7 +297,7 @@ def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, part: Part, posi
     part.named[positions] = count
     depth = int(count.max())
     chosen, cover = dry_run(
-        task, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count, plan.room
+        plan.limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count
     )
     picked = cover & chosen.any(axis=1)
     if not picked.any():
@@ -296,52 +310,82 @@ def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, part: Part, posi
     part.runs.append((at, view, chosen))
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What a dry run checks, as arrays: the request on the node's fit columns, and the queue
+    test on its checked columns (None: no queue test, or one that checks nothing)."""
+
+    cols: IntArray
+    need: FloatArray
+    queue_cols: IntArray | None
+    allocated: FloatArray
+    request: FloatArray
+    deserved: FloatArray
+
+    @classmethod
+    def of(cls, task: TaskInfo, room: Room | None) -> Limits:
+        cols = task.fit_cols
+        need = task.init_vec[cols]
+        if room is None or not any(room.checked):
+            empty = np.zeros(0)
+            return cls(cols, need, None, empty, empty, empty)
+        qcols = np.flatnonzero(room.checked)
+        allocated, request, deserved = (
+            np.asarray(v, dtype=float)[qcols] for v in (room.allocated, room.request, room.deserved)
+        )
+        return cls(cols, need, qcols, allocated, request, deserved)
+
+
 def dry_run(
-    task: TaskInfo, future: FloatArray, res: FloatArray, queue_vec: FloatArray, count: IntArray, room: Room | None
+    limits: Limits, future: FloatArray, res: FloatArray, queue_vec: FloatArray, count: IntArray
 ) -> tuple[BoolArray, BoolArray]:
     """``select_victims`` for every row at once: (chosen[row, position], ValidateVictims[row]).
 
     Victims are removed in order until the preemptor fits (queue test and node room), then
     reprieved from the last removed down, each kept out only if the preemptor no longer fits
     with it back.  Each row sees the same float operations, in the same order, as the per-node
-    loop (a reprieve that fails adds the victim back after subtracting it)."""
+    loop (a reprieve that fails adds the victim back after subtracting it); only the columns
+    the checks read are carried."""
+    need, qcols = limits.need, limits.queue_cols
+    have = future[:, limits.cols]
+    full = have.copy()
+    res = res[:, :, limits.cols]
     rows, depth = res.shape[0], res.shape[1]
-    cols = task.fit_cols
-    need = task.init_vec[cols]
+    if qcols is not None:
+        alloc = np.tile(limits.allocated, (rows, 1))
+        queue_vec = queue_vec[:, :, qcols]
 
-    def fits(have: FloatArray, alloc: FloatArray) -> BoolArray:
-        ok: BoolArray = np.all(need < have[:, cols] + 0.1, axis=1)
-        if room is not None:
-            over = (alloc + np.asarray(room.request)) > np.asarray(room.deserved)
-            ok &= ~np.any(over & np.asarray(room.checked), axis=1)
+    def fits(have: FloatArray, alloc: FloatArray | None) -> BoolArray:
+        ok: BoolArray = np.all(need < have + 0.1, axis=1)
+        if alloc is not None:
+            ok &= ~np.any((alloc + limits.request) > limits.deserved, axis=1)
         return ok
 
-    have = future.copy()
-    alloc = np.tile(np.asarray(room.allocated if room is not None else (0.0, 0.0)), (rows, 1))
-    full = future.copy()
     removed = np.zeros(rows, dtype=np.intp)
     done = np.zeros(rows, dtype=bool)
     for k in range(depth):
-        full = full + res[:, k]
+        full += res[:, k]
         act = (k < count) & ~done
         if not act.any():
             continue
         have = np.where(act[:, None], have + res[:, k], have)
-        alloc = np.where(act[:, None], alloc - queue_vec[:, k], alloc)
+        if qcols is not None:
+            alloc = np.where(act[:, None], alloc - queue_vec[:, k], alloc)
         removed[act] = k + 1
-        done |= act & fits(have, alloc)
-    cover = (count > 0) & np.all(need < full[:, cols] + 0.1, axis=1)
+        done |= act & fits(have, alloc if qcols is not None else None)
+    cover = (count > 0) & np.all(need < full + 0.1, axis=1)
     chosen = np.zeros((rows, depth), dtype=bool)
     for k in range(depth - 1, -1, -1):
         act = (k < removed) & cover
         if not act.any():
             continue
         back_have = have - res[:, k]
-        back_alloc = alloc + queue_vec[:, k]
+        back_alloc = alloc + queue_vec[:, k] if qcols is not None else None
         ok = fits(back_have, back_alloc)
         spared, out = act & ok, act & ~ok
         have = np.where(spared[:, None], back_have, np.where(out[:, None], back_have + res[:, k], have))
-        alloc = np.where(spared[:, None], back_alloc, np.where(out[:, None], back_alloc - queue_vec[:, k], alloc))
+        if back_alloc is not None:
+            alloc = np.where(spared[:, None], back_alloc, np.where(out[:, None], back_alloc - queue_vec[:, k], alloc))
         chosen[:, k] = out
     return chosen, cover
 
