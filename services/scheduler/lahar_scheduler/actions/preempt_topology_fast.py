@@ -151,6 +151,8 @@ def _read_hooks(ssn: Session) -> Hooks:
     the add and the remove hooks."""
     if not all(is_pair_local(fn) for fn in ssn.callbacks(P.JOB_ORDER) + ssn.callbacks(P.TASK_ORDER)):
         return _UNUSABLE
+    if P.PREEMPTABLE.combine is not P.victim_intersection:
+        return _UNUSABLE  # the views cache one tier's answer each, as victim_intersection reads them
     keys: list[list[Callable[[TaskInfo], Hashable]]] = []
     for tier in ssn.chain(P.PREEMPTABLE):
         of = [victims_key_of(fn) for fn in tier]
