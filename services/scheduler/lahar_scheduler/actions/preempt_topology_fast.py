@@ -76,7 +76,7 @@ class Plan:
     keys: list[Hashable]  # per PreemptableFn tier, its view's key
     keep: TaskFilter
     limits: Limits
-    own: frozenset[int]  # nodes where the preemptor's job has an evictable task
+    own: IntArray  # nodes where the preemptor's job has an evictable task
 
     def view(self, tier: int) -> View:
         return self.rows.view(tier, self.keys[tier])
@@ -99,10 +99,13 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
     base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
     keys: list[Hashable] = [(base, t, tuple(of(preemptor) for of in tier)) for t, tier in enumerate(hooks.victim_keys)]
     by_name = ssn.nodes.by_name
-    own = frozenset(
-        by_name[t.node_name].index
-        for t in ssn.jobs[preemptor.job].tasks.values()
-        if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
+    own = np.array(
+        [
+            by_name[t.node_name].index
+            for t in ssn.jobs[preemptor.job].tasks.values()
+            if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
+        ],
+        dtype=np.intp,
     )
     return Plan(rows_for(ssn), keys, keep, Limits.of(preemptor, room), own)
 
@@ -238,10 +241,14 @@ def best_candidate(
         ssn.result.stats.preemption_victims = int(parts[-1].named[-1])  # Volcano: per node considered
     if not found:
         return None
-    where = [(k, p) for k, part in enumerate(parts) for p in np.flatnonzero(part.cand).tolist()]
     criteria = [np.concatenate([part.criteria[c][part.cand] for part in parts]) for c in range(4)]
-    k, p = where[_pick(criteria)]
-    return Best(int(parts[k].nodes[p]), parts[k].victims(p))
+    pick = _pick(criteria)
+    for part in parts:  # the pick-th candidate, counted across the parts in order
+        hits = np.flatnonzero(part.cand)
+        if pick < len(hits):
+            return Best(int(part.nodes[hits[pick]]), part.victims(int(hits[pick])))
+        pick -= len(hits)
+    raise AssertionError("the pick is one of the candidates")
 
 
 def _pick(criteria: list[np.ndarray]) -> int:
@@ -260,7 +267,7 @@ def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact
     no tier names victims on have none."""
     part = Part(chunk)
     positions = np.arange(len(chunk))
-    own = np.fromiter((i in plan.own for i in chunk.tolist()), dtype=bool, count=len(chunk))
+    own = np.isin(chunk, plan.own) if len(plan.own) else np.zeros(len(chunk), dtype=bool)
     slow = [positions[own]]
     left = positions[~own]
     for tier in range(len(plan.keys)):
@@ -349,10 +356,12 @@ def dry_run(
     loop (a reprieve that fails adds the victim back after subtracting it); only the columns
     the checks read are carried."""
     need, qcols = limits.need, limits.queue_cols
-    have = future[:, limits.cols]
-    full = have.copy()
     res = res[:, :, limits.cols]
+    have = future[:, limits.cols]
     rows, depth = res.shape[0], res.shape[1]
+    # ValidateVictims: every victim added in order (cumsum accumulates one term after another).
+    full = np.cumsum(np.concatenate((have[:, None], res), axis=1), axis=1)[:, -1]
+    cover = (count > 0) & np.all(need < full + 0.1, axis=1)
     if qcols is not None:
         alloc = np.tile(limits.allocated, (rows, 1))
         queue_vec = queue_vec[:, :, qcols]
@@ -364,20 +373,18 @@ def dry_run(
         return ok
 
     removed = np.zeros(rows, dtype=np.intp)
-    done = np.zeros(rows, dtype=bool)
+    act = count > 0
     for k in range(depth):
-        full += res[:, k]
-        act = (k < count) & ~done
+        act &= k < count
         if not act.any():
-            continue
+            break
         have = np.where(act[:, None], have + res[:, k], have)
         if qcols is not None:
             alloc = np.where(act[:, None], alloc - queue_vec[:, k], alloc)
         removed[act] = k + 1
-        done |= act & fits(have, alloc if qcols is not None else None)
-    cover = (count > 0) & np.all(need < full + 0.1, axis=1)
+        act &= ~fits(have, alloc if qcols is not None else None)
     chosen = np.zeros((rows, depth), dtype=bool)
-    for k in range(depth - 1, -1, -1):
+    for k in range(int(removed.max(initial=0)) - 1, -1, -1):
         act = (k < removed) & cover
         if not act.any():
             continue
