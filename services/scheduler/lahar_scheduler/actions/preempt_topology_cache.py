@@ -20,8 +20,9 @@ holds exactly what a dry run of any preemptor of the view would compute there.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -57,7 +58,9 @@ class View:
         "changes",
         "count",
         "dirty",
+        "filled",
         "odd",
+        "outcomes",
         "prio",
         "queue_vec",
         "res",
@@ -74,6 +77,9 @@ class View:
         self.odd: BoolArray = np.zeros(nodes, dtype=bool)  # the exact path must run here
         self.count: IntArray = np.zeros(nodes, dtype=np.intp)  # the tier's victims (0: next tier)
         self.victims: list[list[TaskInfo]] = [[] for _ in range(nodes)]
+        self.filled: IntArray = np.zeros(nodes, dtype=np.int64)  # bumped whenever a row is recomputed
+        # Dry-run results per preemptor shape (see preempt_topology_fast.Outcome), most recent last.
+        self.outcomes: OrderedDict[bytes, Any] = OrderedDict()
         self._shape(nodes, width, 4)
 
     def _shape(self, nodes: int, width: int, depth: int) -> None:
@@ -88,6 +94,7 @@ class View:
         if depth <= old:
             return
         res, queue_vec, prio, start = self.res, self.queue_vec, self.prio, self.start
+        self.outcomes.clear()  # their chosen masks are as deep as the rows were
         self._shape(res.shape[0], res.shape[2], max(depth, 2 * old))
         self.res[:, :old], self.queue_vec[:, :old], self.prio[:, :old], self.start[:, :old] = (
             res,
@@ -144,6 +151,7 @@ class VictimRows:
             cands = [t for t in infos[i].tasks.values() if keep(t)]
             named = P.tier_victims(fns, (preemptor, cands)) or []
             view.valid[i] = True
+            view.filled[i] += 1
             ids = {id(t) for t in cands}
             ordered = in_victim_order(self.ssn, named, preemptor)
             prios = [pod_priority(t) for t in ordered]

@@ -283,7 +283,7 @@ def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact
         odd = view.odd[chunk[here]]
         slow.append(here[odd])
         if not odd.all():
-            _fast(ssn, plan, view, preemptor, part, here[~odd])
+            _fast(ssn, plan, view, part, here[~odd])
     infos, stats = ssn.nodes.infos, ssn.result.stats
     for p in np.concatenate(slow).tolist():
         victims = exact(infos[int(chunk[p])])
@@ -300,29 +300,75 @@ def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact
     return part
 
 
-def _fast(ssn: Session, plan: Plan, view: View, task: TaskInfo, part: Part, positions: IntArray) -> None:
+# Dry-run results kept per view for this many preemptor shapes (request and queue state).
+OUTCOMES = 8
+
+
+class Outcome:
+    """One preemptor shape's dry-run results over a view's rows, each valid while the row's
+    ``View.filled`` is the one it was computed at: a row is recomputed whenever its node or its
+    victims' jobs change, which is all a dry run reads besides the shape (``Limits.key``)."""
+
+    __slots__ = ("at", "cand", "chosen", "criteria")
+
+    def __init__(self, nodes: int, depth: int) -> None:
+        self.at: IntArray = np.full(nodes, -1, dtype=np.int64)
+        self.cand: BoolArray = np.zeros(nodes, dtype=bool)
+        self.chosen: BoolArray = np.zeros((nodes, depth), dtype=bool)
+        self.criteria: list[np.ndarray] = [np.zeros(nodes, dtype=np.int64) for _ in range(3)] + [np.zeros(nodes)]
+
+
+def _outcome(view: View, key: bytes) -> Outcome:
+    got: Outcome | None = view.outcomes.get(key)
+    if got is None:
+        got = view.outcomes[key] = Outcome(len(view.valid), view.res.shape[1])
+        if len(view.outcomes) > OUTCOMES:
+            view.outcomes.popitem(last=False)
+    else:
+        view.outcomes.move_to_end(key)
+    return got
+
+
+def _fast(ssn: Session, plan: Plan, view: View, part: Part, positions: IntArray) -> None:
+    """Dry-run the rows at ``positions`` whose results for this shape are stale, and take every
+    row's result into ``part``."""
     rows = part.nodes[positions]
-    count = view.count[rows]
-    part.named[positions] = count
-    depth = int(count.max())
-    chosen, cover = dry_run(
-        plan.limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count
-    )
-    picked = cover & chosen.any(axis=1)
-    if not picked.any():
+    out = _outcome(view, plan.limits.key)
+    stale = rows[out.at[rows] != view.filled[rows]]
+    if len(stale):
+        _dry_run_rows(ssn, plan.limits, view, out, stale)
+    part.named[positions] = view.count[rows]
+    cand = out.cand[rows]
+    if not cand.any():
         return
-    at, chosen = positions[picked], chosen[picked]
+    at, rows = positions[cand], rows[cand]
     part.cand[at] = True
-    rows = rows[picked]
-    for c, values in enumerate(_criteria(chosen, view.prio[rows, :depth], view.start[rows, :depth])):
-        part.criteria[c][at] = values
-    part.runs.append((at, view, chosen))
+    for c in range(4):
+        part.criteria[c][at] = out.criteria[c][rows]
+    part.runs.append((at, view, out.chosen[rows]))
+
+
+def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: IntArray) -> None:
+    count = view.count[rows]
+    depth = int(count.max())
+    chosen, cover = dry_run(limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count)
+    cand = cover & chosen.any(axis=1)
+    out.at[rows] = view.filled[rows]
+    out.cand[rows] = cand
+    out.chosen[rows] = False
+    out.chosen[rows, :depth] = chosen
+    if cand.any():
+        picked = rows[cand]
+        criteria = _criteria(chosen[cand], view.prio[picked, :depth], view.start[picked, :depth])
+        for c, values in enumerate(criteria):
+            out.criteria[c][picked] = values
 
 
 @dataclass(frozen=True)
 class Limits:
     """What a dry run checks, as arrays: the request on the node's fit columns, and the queue
-    test on its checked columns (None: no queue test, or one that checks nothing)."""
+    test on its checked columns (None: no queue test, or one that checks nothing).  ``key``
+    tells shapes apart: equal keys give equal dry runs on equal rows."""
 
     cols: IntArray
     need: FloatArray
@@ -330,19 +376,25 @@ class Limits:
     allocated: FloatArray
     request: FloatArray
     deserved: FloatArray
+    key: bytes
 
     @classmethod
     def of(cls, task: TaskInfo, room: Room | None) -> Limits:
-        cols = task.fit_cols
-        need = task.init_vec[cols]
+        cols = task.fit_cols.astype(np.intp)
+        need = task.init_vec[cols].astype(float)
         if room is None or not any(room.checked):
             empty = np.zeros(0)
-            return cls(cols, need, None, empty, empty, empty)
+            return cls(cols, need, None, empty, empty, empty, _key(cols, need))
         qcols = np.flatnonzero(room.checked)
         allocated, request, deserved = (
             np.asarray(v, dtype=float)[qcols] for v in (room.allocated, room.request, room.deserved)
         )
-        return cls(cols, need, qcols, allocated, request, deserved)
+        key = _key(cols, need, qcols, allocated, request, deserved)
+        return cls(cols, need, qcols, allocated, request, deserved, key)
+
+
+def _key(*arrays: np.ndarray) -> bytes:
+    return b"|".join(len(a).to_bytes(4, "little") + a.tobytes() for a in arrays)
 
 
 def dry_run(
