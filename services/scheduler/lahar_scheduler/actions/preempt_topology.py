@@ -7,6 +7,10 @@ On each node, on a clone of the preemptor's CycleState, victims are removed in v
 the preemptor fits (SimulateAllocatable, future idle, SimulatePredicate), then reprieved from the
 most important down, keeping those it still fits beside.  The candidate whose most important
 victim matters least wins; its victims are evicted and the preemptor pipelined there.
+
+When the simulate hooks are plain arithmetic for the preemptor, preempt_topology_fast dry-runs
+the nodes together from cached victim lists, with the same outcome; ``_walk`` below is the
+exact node-by-node path every other case takes (and the one the fast path is tested against).
 """
 
 from __future__ import annotations
