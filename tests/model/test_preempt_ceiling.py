@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import make_conf, node, pod, podgroup, priority_class, queue, snapshot
+from lahar_scheduler.actions.preempt import PreemptAction
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.ceiling import VictimCeiling
 
@@ -69,12 +70,20 @@ def outcome(objs: list[Any], conf: Any = CONF) -> tuple[Any, ...]:
     )
 
 
+def always_ceiling(objs: list[Any]) -> tuple[Any, ...]:
+    """The normal path consults the ceiling only once a walk wasted a node; here from the start."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PreemptAction, "wasteful", property(lambda self: True, lambda self, value: None), raising=False)
+        return outcome(objs)
+
+
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(contended())
 def test_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs)
+    assert always_ceiling(objs) == with_ceiling
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "nodes", lambda self, preemptor, queue: None)
+        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
         without = outcome(objs)
     assert with_ceiling == without
 
@@ -92,7 +101,7 @@ TOPOLOGY = make_conf(
 def test_topology_aware_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs, TOPOLOGY)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "nodes", lambda self, preemptor, queue: None)
+        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
         without = outcome(objs, TOPOLOGY)
     assert with_ceiling == without
 

@@ -221,6 +221,8 @@ class AllocateAction(Action):
 
     def execute(self, ssn: Session) -> None:
         self.caches = NodeCaches(ssn)
+        # Per task shape: the last failed filtering of every node and when (NodeTable.changes).
+        self._failed: dict[bytes, tuple[int, Filtered]] = {}
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         worksheets: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -318,7 +320,7 @@ class AllocateAction(Action):
             if gradients is not None and within is not None:
                 gradients = within.keep(gradients)
             if gradients is None:
-                filtered = filter_nodes(ssn, task, all_nodes)
+                filtered = self._filter_every_node(ssn, task, all_nodes, within)
                 if not len(filtered.passed):
                     job.fit_errors[task.uid] = filtered.errors
                     ssn.explain(job, partial(nodes_why, self.name, task, filtered.errors, len(all_nodes)))
@@ -351,6 +353,22 @@ class AllocateAction(Action):
         if within is None or within.sub is None:
             decision.outcome = "discarded"
         return None
+
+    def _filter_every_node(self, ssn: Session, task: TaskInfo, idx: IntArray, within: Within | None) -> Filtered:
+        """``filter_nodes`` over every node, for the reasons each failed.  When no node passes and
+        the verdicts are local, the outcome is kept for the task's shape until a node changes: a
+        queue of identical jobs that fit nowhere (a full cluster) is then filtered once, not
+        once per job."""
+        cacheable = within is None and ssn.predicates_local(task)
+        changes = len(ssn.nodes.changes)
+        if cacheable:
+            got = self._failed.get(task.template_key)
+            if got is not None and got[0] == changes:
+                return got[1]
+        filtered = filter_nodes(ssn, task, idx)
+        if cacheable and not len(filtered.passed):
+            self._failed[task.template_key] = (changes, filtered)
+        return filtered
 
     def _candidates(self, ssn: Session, task: TaskInfo, windowed: bool) -> tuple[IntArray, IntArray] | None:
         """Feasible nodes split by idle/future fit: the nominated node first if it passes,

@@ -17,6 +17,7 @@ import numpy as np
 
 from lahar.api.resource import Resource
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES, TaskStatus
 
@@ -36,12 +37,6 @@ def fits_vector(task: TaskInfo, have: FloatArray) -> bool:
     return all(need[c] < have[c] + 0.1 for c in task.fit_cols.tolist())
 
 
-def fits_rows(task: TaskInfo, have: FloatArray) -> BoolArray:
-    """The same check over many rows at once."""
-    cols = task.fit_cols
-    return np.asarray(np.all(task.init_vec[cols] < have[:, cols] + 0.1, axis=1))
-
-
 def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
     """Volcano's ValidateVictims: the request fits future idle plus everything the victims hold."""
     have = node.table.future[node.index].copy()
@@ -50,7 +45,7 @@ def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bo
     return fits_vector(task, have)
 
 
-def preempt_nodes(ssn: Session, task: TaskInfo) -> IntArray:
+def preempt_nodes(ssn: Session, task: TaskInfo, verdicts: UnresolvableCache | None = None) -> IntArray:
     """Nodes where evictions could help: every node minus those allocate found
     UnschedulableAndUnresolvable for the task, kept unless PredicateFn fails them unresolvably
     (plain Unschedulable, e.g. too many pods or anti-affinity with a victim, is acceptable)."""
@@ -59,10 +54,50 @@ def preempt_nodes(ssn: Session, task: TaskInfo) -> IntArray:
     if err is not None and err.unresolvable:
         skip = np.array([ssn.nodes.by_name[n].index for n in err.unresolvable if n in ssn.nodes.by_name])
         idx = idx[~np.isin(idx, skip)]
+    if verdicts is not None and ssn.predicates_local(task):
+        return idx[~verdicts.get(task)[idx]]
     filtered = ssn.call(P.PREDICATE, task, idx)
     if not len(filtered.unresolvable):
         return idx
     return idx[~np.isin(idx, filtered.unresolvable)]
+
+
+def passes_node(ssn: Session, task: TaskInfo, i: int) -> bool:
+    """Whether PredicateFn passes node ``i``.  With local verdicts, through the callbacks'
+    scalar ``passes_row`` twins when all have one (as allocate's cached verdicts do): running
+    the whole predicate machinery for one node costs tens of microseconds."""
+    if ssn.predicates_local(task):
+        rows = [getattr(fn, "passes_row", None) for fn in ssn.callbacks(P.PREDICATE)]
+        if all(row is not None for row in rows):
+            return all(row(task, i) for row in rows if row is not None)
+    return bool(len(ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
+
+
+class UnresolvableCache:
+    """Per task shape and node, whether PredicateFn fails the node UnschedulableAndUnresolvable.
+
+    Only for tasks whose predicates are local (``Session.predicates_local``): a node's verdict
+    then depends on that node alone (run_predicates shows a node to the next plugin only if it
+    passed the previous ones, which is again that node's own path), so a verdict is recomputed
+    only when its node changed, instead of running every predicate over every node for each
+    preemptor."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self._rows: RowCache[np.ndarray] = RowCache(ssn.nodes, self._compute, self._row)
+
+    def _compute(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
+        return np.isin(rows, self.ssn.call(P.PREDICATE, task, rows).unresolvable)
+
+    def _row(self, task: TaskInfo, i: int) -> bool:
+        # A node that passes is not unresolvable: only a failing one needs the reasons' codes.
+        rows = [getattr(fn, "passes_row", None) for fn in self.ssn.callbacks(P.PREDICATE)]
+        if all(row is not None and row(task, i) for row in rows):
+            return False
+        return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
+
+    def get(self, task: TaskInfo) -> BoolArray:
+        return self._rows.get(task.template_key, task)
 
 
 class VictimBound:
@@ -76,6 +111,8 @@ class VictimBound:
         self.ssn = ssn
         self.counts = counts
         self._caches: dict[str, RowCache[np.ndarray]] = {}
+        # Per key, per task shape: the candidates mask, refreshed on the nodes that changed.
+        self._fits: dict[str, RowCache[np.ndarray]] = {}
 
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
@@ -98,14 +135,37 @@ class VictimBound:
         return compute
 
     def candidates(self, task: TaskInfo, key: str) -> BoolArray:
-        """Nodes where future idle plus every countable task could cover the request."""
-        extra = self._cache(key).get(b"bound", task)
-        return fits_rows(task, self.ssn.nodes.future + extra)
+        """Nodes where future idle plus every countable task could cover the request (a cached
+        array: callers must not change it)."""
+        cache = self._fits.get(key)
+        if cache is None:
+            cache = self._fits[key] = RowCache(self.ssn.nodes, self._compute_fits(key), self._fits_row(key))
+        return cache.get(task.template_key, task)
+
+    def _fits_row(self, key: str) -> Callable[[TaskInfo, int], bool]:
+        def row(task: TaskInfo, i: int) -> bool:
+            extra = self._cache(key).get(b"bound", task)
+            return fits_vector(task, self.ssn.nodes.future[i] + extra[i])
+
+        return row
+
+    def _compute_fits(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
+        # Row-local: a row reads its node's future idle and the node's countable tasks only.
+        def compute(task: TaskInfo, rows: IntArray) -> np.ndarray:
+            extra = self._cache(key).get(b"bound", task)
+            return fits_rows(task, self.ssn.nodes.future[rows] + extra[rows])
+
+        return compute
 
     def covering(self, task: TaskInfo, key: str, need: FloatArray) -> BoolArray:
         """Nodes whose countable tasks hold at least ``need`` (see ``need_vector``)."""
         extra = self._cache(key).get(b"bound", task)
-        return covers(extra, need)
+        # Only the dimensions the queue needs: sums are never negative, so a zero need holds.
+        cols = np.flatnonzero(need > 0).tolist()
+        ok: BoolArray = np.ones(len(extra), dtype=bool)
+        for c in cols:
+            ok &= extra[:, c] >= need[c]
+        return ok
 
 
 def need_vector(ssn: Session, need: Resource) -> FloatArray:

@@ -26,11 +26,12 @@ from lahar_scheduler.actions.allocate import best_of_gradients
 from lahar_scheduler.actions.args import typed
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.bundles import Bundle, BundleType, apply_allowed, flatten, job_bundles, total_resreq
-from lahar_scheduler.actions.evictutil import fits_rows, preempt_nodes
+from lahar_scheduler.actions.evictutil import preempt_nodes
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.hypernodes import CLUSTER_TOP
 from lahar_scheduler.framework.pq import PriorityQueue
+from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.topology import PURPOSE_EVICT, gradients
 from lahar_scheduler.framework.types import PREEMPTABLE_KEY, TaskStatus
 

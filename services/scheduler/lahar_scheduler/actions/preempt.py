@@ -13,6 +13,7 @@ order until the preemptor fits) or the topology-aware path (``preempt_topology``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,11 +24,12 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
     TaskFilter,
+    UnresolvableCache,
     VictimBound,
     covers,
-    fits_rows,
     fits_vector,
     need_vector,
+    passes_node,
     pending_tasks,
     preempt_nodes,
     preemptable_in_queue,
@@ -121,6 +123,11 @@ class PreemptAction(Action):
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
         self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
+        self.verdicts = UnresolvableCache(ssn)
+        # The ceiling only spares walking nodes that would fail; keeping it fresh costs a row
+        # per change.  The normal path consults it once a walk wasted a node (and from then on):
+        # while every preemptor settles on its first node, it would spare nothing.
+        self.wasteful = False
         self.salt = ssn.rng.getrandbits(32)
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -212,14 +219,14 @@ class PreemptAction(Action):
                 f"no node where evicting every pod preempt may take (Running or Bound, preemptable, of queue "
                 f"{job.queue}) would make room; pods of higher or equal priority are not evicted",
             )
-        nodes = preempt_nodes(ssn, preemptor)
+        nodes = preempt_nodes(ssn, preemptor, self.verdicts)
         bound = possible  # before the ceiling: the queue's message below is about it alone
-        if not isinstance(keep, _SameJob):
-            ceiling = self.ceiling.nodes(preemptor, job.queue)
+        if not isinstance(keep, _SameJob) and (self.args.topology_aware or self.wasteful):
+            ceiling = self.ceiling.fits(preemptor, job.queue)
             if ceiling is not None:
                 # Nodes where no plugin could name enough victims: walking them finds nothing
                 # (both paths skip a node whose victims cannot cover the preemptor).
-                possible = possible & fits_rows(preemptor, ssn.nodes.future + ceiling)
+                possible = possible & ceiling
         if self.args.topology_aware:
             if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt):
                 return True
@@ -261,8 +268,10 @@ class PreemptAction(Action):
             victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
+                self.wasteful = True
                 continue
             if room is not None and not covers(sum((v.res_vec for v in victims), np.zeros(len(room))), room):
+                self.wasteful = True
                 continue  # these victims cannot free what the queue needs
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
             node_stmt = ssn.statement()
@@ -280,6 +289,7 @@ class PreemptAction(Action):
                 stmt.merge(node_stmt)
                 return True
             self._discard(node_stmt)
+            self.wasteful = True
         return False
 
 
@@ -289,16 +299,29 @@ def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: No
         return False
     if not fits_vector(preemptor, ssn.nodes.future[node.index]):
         return False
-    return bool(len(ssn.call(P.PREDICATE, preemptor, np.array([node.index], dtype=np.intp)).passed))
+    return passes_node(ssn, preemptor, node.index)
 
 
-def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> list[int]:
-    """Highest score first (Volcano's SortNodes), equal scores in node order; only possible nodes."""
-    if not possible[nodes].any():
-        return []
-    if len(nodes) > 1:
-        nodes = nodes[np.argsort(-ssn.call(P.NODE_ORDER, task, nodes), kind="stable")]
-    return nodes[possible[nodes]].tolist()  # type: ignore[no-any-return]
+def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> Iterator[int]:
+    """Highest score first (Volcano's SortNodes), equal scores in node order; only possible nodes.
+
+    Scores are taken over every node of ``nodes`` (normalised over the set), then only possible
+    nodes are kept: a stable order keeps their relative order.  Most preemptors settle on the
+    first node, so that one is found with an argmax (the first of the highest scores, which
+    the stable sort would put first) and the rest are sorted only if it is needed."""
+    keep = possible[nodes]
+    if not keep.any():
+        return
+    if len(nodes) == 1:
+        yield int(nodes[0])
+        return
+    scores = ssn.call(P.NODE_ORDER, task, nodes)[keep]
+    nodes = nodes[keep]
+    first = int(np.argmax(scores))
+    yield int(nodes[first])
+    for j in np.argsort(-scores, kind="stable").tolist():
+        if j != first:
+            yield int(nodes[j])
 
 
 def _network_topology(job: JobInfo) -> bool:

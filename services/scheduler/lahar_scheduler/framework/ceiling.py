@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.session import EventHandler, Session
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
-    from lahar_scheduler.framework.nodes import FloatArray, IntArray
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
 
 CouldName = Callable[["TaskInfo"], bool]
 # Per tier, each plugin's per-task test; None for a plugin that gives no ceiling (anything, no veto).
@@ -44,10 +45,12 @@ def _ceiling_of(fn: Any) -> Callable[[TaskInfo], tuple[Hashable, CouldName]] | N
 
 
 class _Entry:
-    __slots__ = ("changes", "dirty", "values")
+    __slots__ = ("changes", "dirty", "fits", "values")
 
     def __init__(self, values: np.ndarray, changes: int, dirty: int) -> None:
         self.values, self.changes, self.dirty = values, changes, dirty
+        # Per task shape: (does future idle + the ceiling hold it, read marks as above).
+        self.fits: dict[bytes, tuple[np.ndarray, int, int]] = {}
 
 
 class VictimCeiling:
@@ -59,6 +62,7 @@ class VictimCeiling:
         self.useful = any(c is not None for tier in self.chain for c in tier)
         self._entries: dict[Hashable, _Entry] = {}
         self._dirty: list[int] = []  # rows whose jobs changed, in order (entries keep a read mark)
+        self._queues: set[str] = set()  # the queues rows were computed for
         if self.useful:
             ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
@@ -66,17 +70,46 @@ class VictimCeiling:
         job = self.ssn.jobs.get(task.job)
         if job is None:
             return
-        by_name = self.ssn.nodes.by_name
+        # Only rows holding one of the job's tasks that counts for a queue asked about read the
+        # job's state (e.g. not the nodes of its pipelined tasks).
+        by_name, counts, queues = self.ssn.nodes.by_name, self.counts, self._queues
         for t in job.tasks.values():
             node = by_name.get(t.node_name) if t.node_name else None
-            if node is not None:
+            if node is not None and any(counts(t, q) for q in queues):
                 self._dirty.append(node.index)
+
+    def fits(self, preemptor: TaskInfo, queue: str) -> BoolArray | None:
+        """Per node, whether future idle plus the ceiling could hold ``preemptor`` (None: no
+        ceiling known).  Kept per task shape and refreshed on the rows that went stale, as the
+        ceiling itself is; the array is cached, callers must not change it."""
+        entry = self._entry(preemptor, queue)
+        if entry is None:
+            return None
+        changes, dirty = self.ssn.nodes.changes, self._dirty
+        future = self.ssn.nodes.future
+        got = entry.fits.get(preemptor.template_key)
+        if got is None:
+            mask = fits_rows(preemptor, future + entry.values)
+        else:
+            mask, read_changes, read_dirty = got
+            if read_changes < len(changes) or read_dirty < len(dirty):
+                stale = set(changes[read_changes:])
+                stale.update(dirty[read_dirty:])
+                rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+                mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
+        entry.fits[preemptor.template_key] = (mask, len(changes), len(dirty))
+        return mask
 
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
+        entry = self._entry(preemptor, queue)
+        return None if entry is None else entry.values
+
+    def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
         if not self.useful:
             return None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
+        self._queues.add(queue)
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
         tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
         changes = self.ssn.nodes.changes
@@ -84,14 +117,14 @@ class VictimCeiling:
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
             rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
             entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
-            return entry.values
+            return entry
         if entry.changes < len(changes) or entry.dirty < len(self._dirty):
             stale = set(changes[entry.changes :])
             stale.update(self._dirty[entry.dirty :])
             rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
             entry.values[rows] = self._compute(queue, tests, rows)
             entry.changes, entry.dirty = len(changes), len(self._dirty)
-        return entry.values
+        return entry
 
     def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
         infos = self.ssn.nodes.infos
@@ -106,6 +139,7 @@ class VictimCeiling:
 
 def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
     best: FloatArray = np.zeros(width)
+    total: FloatArray | None = None  # Σ all tasks, the common case of a plugin naming them all
     for tier in tiers:
         if not tier:
             continue
@@ -115,7 +149,12 @@ def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
             if test is not None and not chosen:
                 sums = []
                 break  # this plugin names nothing here: the tier is vetoed
-            sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
+            if len(chosen) == len(tasks):
+                if total is None:
+                    total = sum((t.res_vec for t in tasks), np.zeros(width))
+                sums.append(total)
+            else:
+                sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
         for s in sums:
             best = np.maximum(best, s)
     return best

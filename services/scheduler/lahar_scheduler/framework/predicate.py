@@ -96,3 +96,9 @@ def fit_failures(
         mask[rows[first == col]] = True
         failures.append(Failure(mask, f"Insufficient {names[int(col)]}", Code.UNSCHEDULABLE))
     return ~bad, failures
+
+
+def fits_rows(task: TaskInfo, have: FloatArray) -> BoolArray:
+    """``LessEqual(InitResreq, have, Zero)`` (epsilon 0.1) for each row of ``have`` at once."""
+    cols = task.fit_cols
+    return np.asarray(np.all(task.init_vec[cols] < have[:, cols] + 0.1, axis=1))

@@ -92,10 +92,18 @@ class DrfPlugin(Plugin):
         alone (its share once placed can only be larger); see framework/ceiling.py."""
         floor = self.dominant(preemptor.resreq) - SHARE_DELTA
         attrs = self.attrs
+        # One answer per job and request over the node dimensions (the only ones the share
+        # reads); a test lives for one ceiling computation, during which no share changes.
+        seen: dict[tuple[str, bytes], bool] = {}
 
         def could_name(t: TaskInfo) -> bool:
-            attr = attrs.get(t.job)
-            return attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
+            key = (t.job, t.res_vec.tobytes())
+            got = seen.get(key)
+            if got is None:
+                attr = attrs.get(t.job)
+                got = attr is not None and self.dominant(attr.allocated.clone().sub(t.resreq)) >= floor
+                seen[key] = got
+            return got
 
         return ("drf", floor), could_name
 

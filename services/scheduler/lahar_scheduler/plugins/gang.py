@@ -63,10 +63,14 @@ class GangPlugin(Plugin):
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs with more ready tasks than minMember."""
         jobs = self.ssn.jobs
+        seen: dict[str, bool] = {}  # per job, for one ceiling computation (see drf's)
 
         def could_name(t: TaskInfo) -> bool:
-            job = jobs.get(t.job)
-            return job is not None and job.ready_num() > job.min_available
+            got = seen.get(t.job)
+            if got is None:
+                job = jobs.get(t.job)
+                got = seen[t.job] = job is not None and job.ready_num() > job.min_available
+            return got
 
         return "gang", could_name
 

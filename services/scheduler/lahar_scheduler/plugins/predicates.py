@@ -208,9 +208,11 @@ class PredicatesPlugin(Plugin):
         self.pods = ssn.nodes.pod_count.copy()
         self._node_of: dict[int, int] = {}
         # Pods deallocated (evicted) this session.  Affinity and spreading read the view as of
-        # the task's pre_predicate (kube's PreFilter state): evictions made while trying that
-        # task do not count until its next pre_predicate; the pod count is read live.
-        self._gone: set[int] = set()
+        # the task's pre_predicate (kube's PreFilter state, ``topo.hidden``): evictions made
+        # while trying that task do not count until its next pre_predicate; the pod count is
+        # read live.  The changes since the last pre_predicate are logged and applied to
+        # ``topo.hidden`` there, rather than copying every evicted pod's id for each task.
+        self._gone_log: list[tuple[bool, int]] = []
 
         ssn.add(P.PREDICATE, _Callback(self))
         ssn.add(P.PRE_PREDICATE, self.pre_predicate)
@@ -229,7 +231,7 @@ class PredicatesPlugin(Plugin):
         if node is not None:
             self.pods[node.index] += 1
             self._node_of[id(task)] = node.index
-        self._gone.discard(id(task))
+        self._gone_log.append((False, id(task)))
 
     def on_deallocate(self, task: TaskInfo) -> None:
         # An un-allocated task has lost its node name by now: use where it was allocated.
@@ -240,7 +242,7 @@ class PredicatesPlugin(Plugin):
         if index is not None:
             self.pods[index] -= 1
         # An evicted pod stays on its node (Releasing) but leaves this plugin's view.
-        self._gone.add(id(task))
+        self._gone_log.append((True, id(task)))
 
     def on_session_close(self, ssn: Session) -> None:
         if self.dra is not None:
@@ -251,8 +253,14 @@ class PredicatesPlugin(Plugin):
             err = self.dra.pre_predicate(task)
             if err is not None:
                 return err
-        if self._gone or self.topo.hidden:
-            self.topo.hidden = set(self._gone)
+        if self._gone_log:
+            hidden = self.topo.hidden
+            for gone, key in self._gone_log:
+                if gone:
+                    hidden.add(key)
+                else:
+                    hidden.discard(key)
+            self._gone_log.clear()
         if self.opts.node_affinity and node_names_conflict(task.pod):
             return f"plugin NodeAffinity pre-predicates failed {NODE_AFFINITY_CONFLICT}"
         return None
