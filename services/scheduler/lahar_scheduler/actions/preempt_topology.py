@@ -7,6 +7,10 @@ On each node, on a clone of the preemptor's CycleState, victims are removed in v
 the preemptor fits (SimulateAllocatable, future idle, SimulatePredicate), then reprieved from the
 most important down, keeping those it still fits beside.  The candidate whose most important
 victim matters least wins; its victims are evicted and the preemptor pipelined there.
+
+When the simulate hooks are plain arithmetic for the preemptor, preempt_topology_fast dry-runs
+the nodes together from cached victim lists, with the same outcome; ``_walk`` below is the
+exact node-by-node path every other case takes (and the one the fast path is tested against).
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from lahar_scheduler.actions import preempt_topology_fast
 from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
+from lahar_scheduler.actions.preempt_topology_cache import pod_priority, start_time
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.snapshot import parse_time
 from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
@@ -30,7 +37,7 @@ if TYPE_CHECKING:
 
 # Added to every pod priority before summing, so negative priorities still sum to more with
 # more pods (kube's MaxInt32 + 1).
-PRIORITY_OFFSET = 2**31
+PRIORITY_OFFSET = preempt_topology_fast.PRIORITY_OFFSET
 
 
 @dataclass
@@ -63,6 +70,33 @@ def topology_preempt(
     # generator), so skipping an attempt elsewhere does not shift this one's nodes.
     offset = random.Random(f"{salt}/{preemptor.uid}").randrange(len(nodes))
     wanted = num_candidates(len(nodes), args)
+    decided, best = _fast(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
+    if not decided:
+        found = _walk(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
+        best = pick_one(found, ssn.now) if found else None
+    if best is None:
+        return False
+    tmp = ssn.statement()
+    for victim in best.victims:
+        tmp.evict(victim, "preempt")
+    ssn.result.stats.preemption_attempts += 1  # Volcano's prepareCandidate counts an attempt
+    tmp.pipeline(preemptor, best.node.name, True)
+    stmt.merge(tmp)
+    return True
+
+
+def _walk(
+    ssn: Session,
+    state: CycleState,
+    preemptor: TaskInfo,
+    queue: QueueInfo,
+    keep: TaskFilter,
+    nodes: IntArray,
+    possible: BoolArray,
+    offset: int,
+    wanted: int,
+) -> list[Candidate]:
+    """The exact path: dry-run node after node from ``offset`` until ``wanted`` candidates."""
     found: list[Candidate] = []
     for k in range(len(nodes)):
         i = int(nodes[(offset + k) % len(nodes)])
@@ -74,16 +108,37 @@ def topology_preempt(
             found.append(Candidate(node, victims))
             if len(found) >= wanted:
                 break
-    if not found:
-        return False
-    best = pick_one(found, ssn.now)
-    tmp = ssn.statement()
-    for victim in best.victims:
-        tmp.evict(victim, "preempt")
-    ssn.result.stats.preemption_attempts += 1  # Volcano's prepareCandidate counts an attempt
-    tmp.pipeline(preemptor, best.node.name, True)
-    stmt.merge(tmp)
-    return True
+    return found
+
+
+def _fast(
+    ssn: Session,
+    state: CycleState,
+    preemptor: TaskInfo,
+    queue: QueueInfo,
+    keep: TaskFilter,
+    nodes: IntArray,
+    possible: BoolArray,
+    offset: int,
+    wanted: int,
+) -> tuple[bool, Candidate | None]:
+    """The fast path (see preempt_topology_fast): (True, the best candidate or None when there
+    is none), or (False, None) when the exact path must decide."""
+    plan = preempt_topology_fast.plan(ssn, state, preemptor, queue, keep)
+    if plan is None:
+        return False, None
+    # Possible nodes in scan order, all dry-run together.
+    order = np.concatenate((nodes[offset:], nodes[:offset]))
+    order = order[possible[order]]
+
+    def exact(node: NodeInfo) -> list[TaskInfo] | None:
+        return select_victims(ssn, state, preemptor, queue, node, keep)
+
+    try:
+        got = preempt_topology_fast.best_candidate(ssn, plan, preemptor, order, wanted, exact)
+    except preempt_topology_fast.OutOfRange:
+        return False, None
+    return True, None if got is None else Candidate(ssn.node_list[got.node], got.victims)
 
 
 def select_victims(
@@ -157,16 +212,10 @@ def pick_one(candidates: list[Candidate], now: float) -> Candidate:
 
 
 def _priority(task: TaskInfo) -> int:
-    prio = task.pod.spec.priority
-    return prio if prio is not None else 0
+    return pod_priority(task)
 
 
 def _earliest_top_start(victims: list[TaskInfo], now: float) -> float:
     """Earliest start time among the highest-priority victims (not started: now)."""
     top = max(_priority(v) for v in victims)
-    return min(_start(v, now) for v in victims if _priority(v) == top)
-
-
-def _start(task: TaskInfo, now: float) -> float:
-    stamp = task.pod.status.start_time
-    return parse_time(stamp) if stamp else now
+    return min(start_time(v, now) for v in victims if _priority(v) == top)

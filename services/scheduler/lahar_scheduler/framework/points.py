@@ -158,6 +158,11 @@ def victim_intersection(chain: Chain, args: tuple[Any, ...]) -> list[TaskInfo]:
     return []
 
 
+def tier_victims(fns: Sequence[Callable[..., Any]], args: tuple[Any, ...]) -> list[TaskInfo] | None:
+    """One tier's answer for ``victim_intersection`` (None: vetoed); empty lets the next tier speak."""
+    return _tier_victims(fns, args)
+
+
 def _tier_victims(fns: Sequence[Callable[..., Any]], args: tuple[Any, ...]) -> list[TaskInfo] | None:
     victims: list[TaskInfo] | None = None
     init = False

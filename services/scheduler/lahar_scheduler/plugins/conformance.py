@@ -30,5 +30,8 @@ class ConformancePlugin(Plugin):
     def evictable(self, _: TaskInfo | EvictionContext, evictees: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         return [t for t in evictees if _ordinary(t)], Vote.PERMIT
 
+    def victims_key(self, _: TaskInfo) -> str:
+        return "conformance"
+
     def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:
         return "conformance", _ordinary

@@ -20,6 +20,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.simhooks import pair_local
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
@@ -70,6 +71,7 @@ class DrfPlugin(Plugin):
     def share_of(self, job: JobInfo) -> float:
         return self.attrs[job.uid].share
 
+    @pair_local
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         attrs = self.attrs
         ls, rs = attrs[left.uid].share, attrs[right.uid].share
@@ -211,3 +213,10 @@ class _Preemptable:
 
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         return self.plugin.preempt_ceiling(preemptor)
+
+    def victims_key(self, preemptor: TaskInfo) -> Hashable:
+        """The answer depends on the preemptor's share once placed (and the candidates' jobs)."""
+        mine = self.plugin.attrs.get(preemptor.job)
+        if mine is None:
+            return ("drf", None)
+        return ("drf", self.plugin.dominant(mine.allocated.clone().add(preemptor.resreq)))

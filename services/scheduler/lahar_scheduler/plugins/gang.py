@@ -56,6 +56,10 @@ class GangPlugin(Plugin):
                 victims.append(t)
         return victims, Vote.PERMIT
 
+    def victims_key(self, _: TaskInfo) -> Hashable:
+        """Only the candidates' jobs' ready counts matter, not the preemptor."""
+        return "gang"
+
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs with more ready tasks than minMember."""
         jobs = self.ssn.jobs

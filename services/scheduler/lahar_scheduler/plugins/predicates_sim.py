@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.cyclestate import CycleState
+from lahar_scheduler.framework.simhooks import VIEW, SimPredicate, TaskMove
 from lahar_scheduler.plugins.k8s.selectors import label_selector_matches
 
 if TYPE_CHECKING:
@@ -93,10 +94,21 @@ def register_simulation(ssn: Session, plugin: PredicatesPlugin) -> None:
             return None
         return affinity_failure(plugin, view, task.pod, node.index)
 
+    def skips(state: CycleState, task: TaskInfo) -> bool:
+        """The predicate passes everywhere: affinity off, or the pod is not one the filter runs
+        for (decided on the unchanged cluster, as ``predicate`` decides it on its first call)."""
+        if not plugin.opts.pod_affinity:
+            return True
+        view = _view(state)
+        if view is None:
+            return False
+        relevant = view.relevant if view.relevant is not None else _relevant(plugin, task)
+        return not relevant
+
     ssn.add(P.CYCLE_STATE, cycle_state)
-    ssn.add(P.SIMULATE_REMOVE_TASK, remove_task)
-    ssn.add(P.SIMULATE_ADD_TASK, add_task)
-    ssn.add(P.SIMULATE_PREDICATE, predicate)
+    ssn.add(P.SIMULATE_REMOVE_TASK, TaskMove(VIEW, remove_task))
+    ssn.add(P.SIMULATE_ADD_TASK, TaskMove(VIEW, add_task))
+    ssn.add(P.SIMULATE_PREDICATE, SimPredicate(predicate, skips))
 
 
 def _view(state: CycleState) -> AffinityView | None:

@@ -61,6 +61,11 @@ class PriorityPlugin(Plugin):
                 victims.append(t)
         return victims, Vote.PERMIT
 
+    def victims_key(self, preemptor: TaskInfo) -> Hashable:
+        """For candidates of other jobs the answer depends on the preemptor's job priority alone."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        return ("priority", None if pjob is None else pjob.priority)
+
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
         own job's tasks, which the test cannot tell apart without the job)."""

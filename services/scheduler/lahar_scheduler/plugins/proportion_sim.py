@@ -17,9 +17,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lahar.api.resource import Resource
+from lahar.api.resource import IGNORED_SCALARS, Resource
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.cyclestate import Allocations, CycleState, LazyCopy, copy_allocations
+from lahar_scheduler.framework.simhooks import QUEUE, QueueRoom, Room, TaskMove
 from lahar_scheduler.framework.victims import AllocatableWithBound, excess
 
 if TYPE_CHECKING:
@@ -83,7 +84,24 @@ def register_simulation(ssn: Session, attrs: Attrs) -> None:
     def remove_task(state: CycleState, _: TaskInfo, task: TaskInfo, node: NodeInfo) -> str | None:
         return move(state, task, -1)
 
+    def room(state: CycleState, queue: QueueInfo, task: TaskInfo) -> Room | None:
+        """``allocatable`` as vectors: cpu and memory only, so a request with another dimension
+        to check (a scalar other than pods) keeps the exact path."""
+        allocated = (own(state) or {}).get(queue.uid)
+        if allocated is None:
+            return None
+        req = task.resreq
+        if any(v > 0 for n, v in req.scalars.items() if n not in IGNORED_SCALARS):
+            return None
+        deserved = attrs[queue.uid].deserved
+        return Room(
+            (allocated.milli_cpu, allocated.memory),
+            (req.milli_cpu, req.memory),
+            (deserved.milli_cpu, deserved.memory),
+            (req.milli_cpu > 0, req.memory > 0),
+        )
+
     ssn.add(P.CYCLE_STATE, cycle_state)
-    ssn.add(P.SIMULATE_ALLOCATABLE, allocatable)
-    ssn.add(P.SIMULATE_ADD_TASK, add_task)
-    ssn.add(P.SIMULATE_REMOVE_TASK, remove_task)
+    ssn.add(P.SIMULATE_ALLOCATABLE, QueueRoom(allocatable, room))
+    ssn.add(P.SIMULATE_ADD_TASK, TaskMove(QUEUE, add_task))
+    ssn.add(P.SIMULATE_REMOVE_TASK, TaskMove(QUEUE, remove_task))

@@ -1,0 +1,186 @@
+"""Per-node victim lists for topology-aware preemption, kept between preemptors.
+
+A dry run on a node starts from the victims PreemptableFn names there, in victim order.  For a
+preemptor whose candidates on a node are other jobs' tasks of its queue, that list depends on
+the node's tasks, on the state of their jobs, and on the preemptor only through what each
+victim callback's ``victims_key`` says (see framework/simhooks.py); the order depends on the
+victims' jobs alone when the order callbacks are ``pair_local``.  PreemptableFn's answer is the
+first tier's with a non-empty list, so each tier's own answer is cached per *view* — (queue,
+BestEffort preemptor, the tier, its callbacks' keys) — as padded arrays over all nodes (request
+vectors, queue vectors, pod priorities, start times, in victim order), and a row is recomputed
+only when its node changed (``NodeTable.changes``) or a job with a task on it gained or lost one
+(the session's allocate/deallocate events, as framework/ceiling.py does).  Views of one tier are
+shared by preemptors whose later tiers' keys differ (drf's depends on the preemptor's share).
+
+The rows are filled by calling the real callbacks for some preemptor of the view, on nodes
+where that preemptor's own job has no evictable task (the caller does those exactly), so a row
+holds exactly what a dry run of any preemptor of the view would compute there.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.snapshot import parse_time
+from lahar_scheduler.framework.victims import in_victim_order
+
+if TYPE_CHECKING:
+    from lahar_scheduler.actions.evictutil import TaskFilter
+    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
+
+# Pod priorities are int32 in kube; a larger one could overflow the int64 sums, so its row
+# keeps the exact path.
+PRIORITY_LIMIT = 2**31
+
+
+def pod_priority(task: TaskInfo) -> int:
+    prio = task.pod.spec.priority
+    return prio if prio is not None else 0
+
+
+def start_time(task: TaskInfo, now: float) -> float:
+    stamp = task.pod.status.start_time
+    return parse_time(stamp) if stamp else now
+
+
+class View:
+    """Rows over all nodes for one view key; ``valid`` says which rows are current."""
+
+    __slots__ = (
+        "changes",
+        "count",
+        "dirty",
+        "filled",
+        "odd",
+        "outcomes",
+        "prio",
+        "queue_vec",
+        "res",
+        "start",
+        "tier",
+        "valid",
+        "victims",
+    )
+
+    def __init__(self, tier: int, nodes: int, width: int, changes: int, dirty: int) -> None:
+        self.tier = tier
+        self.changes, self.dirty = changes, dirty
+        self.valid: BoolArray = np.zeros(nodes, dtype=bool)
+        self.odd: BoolArray = np.zeros(nodes, dtype=bool)  # the exact path must run here
+        self.count: IntArray = np.zeros(nodes, dtype=np.intp)  # the tier's victims (0: next tier)
+        self.victims: list[list[TaskInfo]] = [[] for _ in range(nodes)]
+        self.filled: IntArray = np.zeros(nodes, dtype=np.int64)  # bumped whenever a row is recomputed
+        # Dry-run results per preemptor shape (see preempt_topology_fast.Outcome), most recent last.
+        self.outcomes: OrderedDict[bytes, Any] = OrderedDict()
+        self._shape(nodes, width, 4)
+
+    def _shape(self, nodes: int, width: int, depth: int) -> None:
+        self.res: FloatArray = np.zeros((nodes, depth, width))
+        self.queue_vec: FloatArray = np.zeros((nodes, depth, 2))  # (milli cpu, memory) of resreq
+        self.prio: IntArray = np.zeros((nodes, depth), dtype=np.int64)
+        self.start: FloatArray = np.zeros((nodes, depth))
+
+    def deepen(self, depth: int) -> None:
+        """Room for ``depth`` victims per row (padding stays zero)."""
+        old = self.res.shape[1]
+        if depth <= old:
+            return
+        res, queue_vec, prio, start = self.res, self.queue_vec, self.prio, self.start
+        self.outcomes.clear()  # their chosen masks are as deep as the rows were
+        self._shape(res.shape[0], res.shape[2], max(depth, 2 * old))
+        self.res[:, :old], self.queue_vec[:, :old], self.prio[:, :old], self.start[:, :old] = (
+            res,
+            queue_vec,
+            prio,
+            start,
+        )
+
+
+class VictimRows:
+    """The session's views; one instance per session (``rows_for``)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self._views: dict[Hashable, View] = {}
+        self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
+        ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
+
+    def _job_changed(self, task: TaskInfo) -> None:
+        job = self.ssn.jobs.get(task.job)
+        if job is None:
+            return
+        by_name = self.ssn.nodes.by_name
+        for t in job.tasks.values():
+            node = by_name.get(t.node_name) if t.node_name else None
+            if node is not None:
+                self._dirty.append(node.index)
+
+    def view(self, tier: int, key: Hashable) -> View:
+        """The view of ``tier`` for ``key``, rows of nodes that changed since its last use
+        marked stale."""
+        table = self.ssn.nodes
+        n, width = len(table.infos), table.future.shape[1]
+        view = self._views.get(key)
+        if view is None or len(view.valid) != n or view.res.shape[2] != width:
+            view = self._views[key] = View(tier, n, width, len(table.changes), len(self._dirty))
+            return view
+        changes, dirty = table.changes, self._dirty
+        if view.changes < len(changes):
+            view.valid[changes[view.changes :]] = False
+            view.changes = len(changes)
+        if view.dirty < len(dirty):
+            view.valid[dirty[view.dirty :]] = False
+            view.dirty = len(dirty)
+        return view
+
+    def fill(self, view: View, rows: IntArray, preemptor: TaskInfo, keep: TaskFilter) -> None:
+        """Compute the stale ``rows`` with ``preemptor``'s callbacks of the view's tier (none of
+        the rows may hold an evictable task of its job)."""
+        infos, now = self.ssn.nodes.infos, self.ssn.now
+        width = view.res.shape[2]
+        fns = self.ssn.chain(P.PREEMPTABLE)[view.tier]
+        for i in rows.tolist():
+            cands = [t for t in infos[i].tasks.values() if keep(t)]
+            named = P.tier_victims(fns, (preemptor, cands)) or []
+            view.valid[i] = True
+            view.filled[i] += 1
+            ids = {id(t) for t in cands}
+            ordered = in_victim_order(self.ssn, named, preemptor)
+            prios = [pod_priority(t) for t in ordered]
+            # Victims the callbacks invented, odd vectors or priorities: the exact path decides.
+            view.odd[i] = any(id(t) not in ids or len(t.res_vec) != width for t in ordered) or any(
+                abs(p) >= PRIORITY_LIMIT for p in prios
+            )
+            view.victims[i] = ordered
+            m = len(ordered)
+            view.count[i] = m
+            if view.odd[i]:
+                continue
+            view.deepen(m)
+            view.res[i] = 0.0
+            view.queue_vec[i] = 0.0
+            view.prio[i] = 0
+            view.start[i] = 0.0
+            if m:
+                view.res[i, :m] = np.stack([t.res_vec for t in ordered])
+                view.queue_vec[i, :m] = [(t.resreq.milli_cpu, t.resreq.memory) for t in ordered]
+                view.prio[i, :m] = prios
+                view.start[i, :m] = [start_time(t, now) for t in ordered]
+
+
+_ROWS: weakref.WeakKeyDictionary[Session, VictimRows] = weakref.WeakKeyDictionary()
+
+
+def rows_for(ssn: Session) -> VictimRows:
+    rows = _ROWS.get(ssn)
+    if rows is None:
+        rows = _ROWS[ssn] = VictimRows(ssn)
+    return rows

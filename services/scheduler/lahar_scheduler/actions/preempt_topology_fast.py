@@ -1,0 +1,473 @@
+"""Topology-aware preemption's dry runs for many nodes at once, when they are plain arithmetic.
+
+``preempt_topology.select_victims`` dry-runs one node at a time through the simulate hooks.
+When, for a preemptor, every consulted hook is a labelled kind (framework/simhooks.py) that says
+it is trivial or vector arithmetic — the predicate passes everywhere (no inter-pod affinity
+involving the pod), the task moves only change an affinity view or the queues' allocations, and
+the allocatable test is ``allocated + request <= deserved`` on cpu and memory — a node's dry run
+only adds and subtracts the victims' request vectors in victim order.  Then every candidate node
+is dry-run together (a loop over victim positions, numpy over nodes), with the same float
+operations in the same order as the per-node code, and the candidate is chosen from arrays by
+kube's criteria.  Victim lists come from preempt_topology_cache.py.
+
+Nodes this cannot decide — where the preemptor's own job has an evictable task (its candidates
+differ from the view's), or whose cached row is odd — are dry-run exactly, one by one, and
+merged in scan order.  A preemptor whose hooks or callbacks are not all labelled gets None from
+``plan``, and the caller runs the exact path for every node.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lahar_scheduler.actions.preempt_topology_cache import (
+    PRIORITY_LIMIT,
+    VictimRows,
+    View,
+    pod_priority,
+    rows_for,
+    start_time,
+)
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.simhooks import (
+    QUEUE,
+    VIEW,
+    QueueRoom,
+    Room,
+    SimPredicate,
+    TaskMove,
+    is_pair_local,
+    victims_key_of,
+)
+from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
+
+if TYPE_CHECKING:
+    from lahar_scheduler.actions.evictutil import TaskFilter
+    from lahar_scheduler.framework.cyclestate import CycleState
+    from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
+    from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.session import Session
+
+# Tests switch this off to compare with the exact path.
+ENABLED = True
+PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before summing
+
+# One dry run of one node, exactly: the chosen victims (most important first) or None.
+Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
+# kube's pickOneNodeForPreemption criteria, each maximised in turn.
+Score = tuple[int, int, int, float]
+
+
+class OutOfRange(Exception):
+    """A node dry-run exactly named a victim whose priority is outside int32 (kube's type), so
+    the criteria do not fit the arrays: the caller redoes the preemptor on the exact path."""
+
+
+@dataclass
+class Plan:
+    """What a preemptor's fast dry runs need."""
+
+    rows: VictimRows
+    keys: list[Hashable]  # per PreemptableFn tier, its view's key
+    keep: TaskFilter
+    limits: Limits
+    own: IntArray  # nodes where the preemptor's job has an evictable task
+
+    def view(self, tier: int) -> View:
+        return self.rows.view(tier, self.keys[tier])
+
+
+def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, keep: TaskFilter) -> Plan | None:
+    """The fast path's inputs, or None when some hook or callback keeps the exact path."""
+    if not ENABLED:
+        return None
+    hooks = _hooks(ssn)
+    if hooks.victim_keys is None or _other_jobs_queue(ssn, preemptor, keep) != queue.uid:
+        return None
+    if not all(fn.skips(state, preemptor) for fn in hooks.predicates):
+        return None
+    room = None
+    if hooks.room is not None:
+        room = hooks.room.room(state, queue, preemptor)
+        if room is None:
+            return None
+    base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
+    keys: list[Hashable] = [(base, t, tuple(of(preemptor) for of in tier)) for t, tier in enumerate(hooks.victim_keys)]
+    by_name = ssn.nodes.by_name
+    own = np.array(
+        [
+            by_name[t.node_name].index
+            for t in ssn.jobs[preemptor.job].tasks.values()
+            if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
+        ],
+        dtype=np.intp,
+    )
+    return Plan(rows_for(ssn), keys, keep, Limits.of(preemptor, room), own)
+
+
+def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
+    """The queue of preempt's other-jobs filter when ``keep`` is that filter for this preemptor
+    (the views are filled through it, and rely on its shape: evictable tasks of the queue, the
+    preemptor's own job left out); None for any other filter."""
+    from lahar_scheduler.actions import preempt  # preempt imports this module
+
+    code = getattr(keep, "__code__", None)
+    if code is None or code is not preempt.other_jobs_filter(ssn, preemptor, "").__code__:
+        return None
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in getattr(keep, "__closure__", ())), strict=True))
+    if cells.get("ssn") is not ssn or cells.get("preemptor") is not preemptor:
+        return None
+    queue = cells.get("queue")
+    return queue if isinstance(queue, str) else None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The session's callbacks as the fast path sees them (fixed once the session is open).
+    ``victim_keys`` is None when the path cannot be used at all."""
+
+    victim_keys: list[list[Callable[[TaskInfo], Hashable]]] | None
+    predicates: list[SimPredicate]
+    room: QueueRoom | None
+
+
+_HOOKS: weakref.WeakKeyDictionary[Session, Hooks] = weakref.WeakKeyDictionary()
+_UNUSABLE = Hooks(None, [], None)
+
+
+def _hooks(ssn: Session) -> Hooks:
+    hooks = _HOOKS.get(ssn)
+    if hooks is None:
+        hooks = _HOOKS[ssn] = _read_hooks(ssn)
+    return hooks
+
+
+def _read_hooks(ssn: Session) -> Hooks:
+    """Usable when the order callbacks are pair-local, every victim callback has a key, every
+    simulate predicate can say it skips, and the task moves and queue test are labelled: no
+    allocatable hook and no queue moves, or exactly one QueueRoom with its queue moves on both
+    the add and the remove hooks."""
+    if not all(is_pair_local(fn) for fn in ssn.callbacks(P.JOB_ORDER) + ssn.callbacks(P.TASK_ORDER)):
+        return _UNUSABLE
+    if P.PREEMPTABLE.combine is not P.victim_intersection:
+        return _UNUSABLE  # the views cache one tier's answer each, as victim_intersection reads them
+    keys: list[list[Callable[[TaskInfo], Hashable]]] = []
+    for tier in ssn.chain(P.PREEMPTABLE):
+        of = [victims_key_of(fn) for fn in tier]
+        if any(k is None for k in of):
+            return _UNUSABLE
+        keys.append([k for k in of if k is not None])
+    predicates = [fn for fn in ssn.callbacks(P.SIMULATE_PREDICATE) if isinstance(fn, SimPredicate)]
+    if len(predicates) != len(ssn.callbacks(P.SIMULATE_PREDICATE)):
+        return _UNUSABLE
+    kinds: list[str] = []
+    for point in (P.SIMULATE_ADD_TASK, P.SIMULATE_REMOVE_TASK):
+        for move in ssn.callbacks(point):
+            if not isinstance(move, TaskMove) or move.kind not in (VIEW, QUEUE):
+                return _UNUSABLE
+            kinds.append(move.kind)
+    rooms = ssn.callbacks(P.SIMULATE_ALLOCATABLE)
+    if not rooms:
+        return Hooks(keys, predicates, None) if QUEUE not in kinds else _UNUSABLE
+    room = rooms[0]
+    if len(rooms) > 1 or not isinstance(room, QueueRoom) or kinds.count(QUEUE) != 2:
+        return _UNUSABLE
+    return Hooks(keys, predicates, room)
+
+
+# -- the search ---------------------------------------------------------------------------------
+class Part:
+    """One chunk's answers, per node in scan order: PreemptableFn's count, whether the node is a
+    candidate, and kube's criteria (meaningful on candidates only)."""
+
+    __slots__ = ("cand", "criteria", "exact", "named", "nodes", "runs")
+
+    def __init__(self, nodes: IntArray) -> None:
+        n = len(nodes)
+        self.nodes = nodes
+        self.named: IntArray = np.zeros(n, dtype=np.intp)
+        self.cand: BoolArray = np.zeros(n, dtype=bool)
+        self.criteria: list[np.ndarray] = [np.zeros(n, dtype=np.int64) for _ in range(3)] + [np.zeros(n)]
+        self.runs: list[tuple[IntArray, View, BoolArray]] = []  # (positions, view, chosen) of fast rows
+        self.exact: dict[int, list[TaskInfo]] = {}  # position → victims, of exactly dry-run rows
+
+    def cut(self, stop: int) -> None:
+        """Keep the first ``stop`` nodes."""
+        self.nodes, self.named, self.cand = self.nodes[:stop], self.named[:stop], self.cand[:stop]
+        self.criteria = [c[:stop] for c in self.criteria]
+
+    def victims(self, pos: int) -> list[TaskInfo]:
+        """The candidate's victims, most important first."""
+        got = self.exact.get(pos)
+        if got is not None:
+            return got
+        for positions, view, chosen in self.runs:
+            k = int(np.searchsorted(positions, pos))
+            if k < len(positions) and positions[k] == pos:
+                ordered = view.victims[int(self.nodes[pos])]
+                return [ordered[p] for p in np.flatnonzero(chosen[k])[::-1].tolist()]
+        raise KeyError(pos)
+
+
+@dataclass
+class Best:
+    node: int
+    victims: list[TaskInfo]  # most important first
+
+
+def best_candidate(
+    ssn: Session, plan: Plan, preemptor: TaskInfo, order: IntArray, wanted: int, exact: Exact
+) -> Best | None:
+    """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
+    then pick one by kube's criteria (first found on ties)."""
+    parts: list[Part] = []
+    found = 0
+    pos, size = 0, max(wanted + wanted // 4, 16)
+    while pos < len(order) and found < wanted:
+        part = _chunk(ssn, plan, preemptor, order[pos : pos + size], exact)
+        pos += len(part.nodes)
+        size *= 2
+        seen = np.cumsum(part.cand)
+        if found + int(seen[-1]) >= wanted:
+            part.cut(int(np.searchsorted(seen, wanted - found)) + 1)  # stop at the last one wanted
+        found += int(part.cand.sum())
+        parts.append(part)
+    if parts:
+        ssn.result.stats.preemption_victims = int(parts[-1].named[-1])  # Volcano: per node considered
+    if not found:
+        return None
+    criteria = [np.concatenate([part.criteria[c][part.cand] for part in parts]) for c in range(4)]
+    pick = _pick(criteria)
+    for part in parts:  # the pick-th candidate, counted across the parts in order
+        hits = np.flatnonzero(part.cand)
+        if pick < len(hits):
+            return Best(int(part.nodes[hits[pick]]), part.victims(int(hits[pick])))
+        pick -= len(hits)
+    raise AssertionError("the pick is one of the candidates")
+
+
+def _pick(criteria: list[np.ndarray]) -> int:
+    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first."""
+    left = np.arange(len(criteria[0]))
+    for values in criteria:
+        if len(left) == 1:
+            break
+        mine = values[left]
+        left = left[mine == mine.max()]
+    return int(left[0])
+
+
+def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact) -> Part:
+    """Dry-run every node of ``chunk``.  A node's answer is its first tier's with victims; nodes
+    no tier names victims on have none."""
+    part = Part(chunk)
+    positions = np.arange(len(chunk))
+    own = np.isin(chunk, plan.own) if len(plan.own) else np.zeros(len(chunk), dtype=bool)
+    slow = [positions[own]]
+    left = positions[~own]
+    for tier in range(len(plan.keys)):
+        if not len(left):
+            break
+        view = plan.view(tier)
+        rows = chunk[left]
+        stale = rows[~view.valid[rows]]
+        if len(stale):
+            plan.rows.fill(view, stale, preemptor, plan.keep)
+        named = view.count[rows] > 0
+        here, left = left[named], left[~named]
+        odd = view.odd[chunk[here]]
+        slow.append(here[odd])
+        if not odd.all():
+            _fast(ssn, plan, view, part, here[~odd])
+    infos, stats = ssn.nodes.infos, ssn.result.stats
+    for p in np.concatenate(slow).tolist():
+        victims = exact(infos[int(chunk[p])])
+        named = stats.preemption_victims  # select_victims sets it for every node it considers
+        assert named is not None
+        part.named[p] = named
+        if victims is not None:
+            if any(abs(pod_priority(v)) >= PRIORITY_LIMIT for v in victims):
+                raise OutOfRange
+            part.cand[p] = True
+            part.exact[p] = victims
+            for c, value in enumerate(score(victims, ssn.now)):
+                part.criteria[c][p] = value
+    return part
+
+
+# Dry-run results kept per view for this many preemptor shapes (request and queue state).
+OUTCOMES = 8
+
+
+class Outcome:
+    """One preemptor shape's dry-run results over a view's rows, each valid while the row's
+    ``View.filled`` is the one it was computed at: a row is recomputed whenever its node or its
+    victims' jobs change, which is all a dry run reads besides the shape (``Limits.key``)."""
+
+    __slots__ = ("at", "cand", "chosen", "criteria")
+
+    def __init__(self, nodes: int, depth: int) -> None:
+        self.at: IntArray = np.full(nodes, -1, dtype=np.int64)
+        self.cand: BoolArray = np.zeros(nodes, dtype=bool)
+        self.chosen: BoolArray = np.zeros((nodes, depth), dtype=bool)
+        self.criteria: list[np.ndarray] = [np.zeros(nodes, dtype=np.int64) for _ in range(3)] + [np.zeros(nodes)]
+
+
+def _outcome(view: View, key: bytes) -> Outcome:
+    got: Outcome | None = view.outcomes.get(key)
+    if got is None:
+        got = view.outcomes[key] = Outcome(len(view.valid), view.res.shape[1])
+        if len(view.outcomes) > OUTCOMES:
+            view.outcomes.popitem(last=False)
+    else:
+        view.outcomes.move_to_end(key)
+    return got
+
+
+def _fast(ssn: Session, plan: Plan, view: View, part: Part, positions: IntArray) -> None:
+    """Dry-run the rows at ``positions`` whose results for this shape are stale, and take every
+    row's result into ``part``."""
+    rows = part.nodes[positions]
+    out = _outcome(view, plan.limits.key)
+    stale = rows[out.at[rows] != view.filled[rows]]
+    if len(stale):
+        _dry_run_rows(ssn, plan.limits, view, out, stale)
+    part.named[positions] = view.count[rows]
+    cand = out.cand[rows]
+    if not cand.any():
+        return
+    at, rows = positions[cand], rows[cand]
+    part.cand[at] = True
+    for c in range(4):
+        part.criteria[c][at] = out.criteria[c][rows]
+    part.runs.append((at, view, out.chosen[rows]))
+
+
+def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: IntArray) -> None:
+    count = view.count[rows]
+    depth = int(count.max())
+    chosen, cover = dry_run(limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count)
+    cand = cover & chosen.any(axis=1)
+    out.at[rows] = view.filled[rows]
+    out.cand[rows] = cand
+    out.chosen[rows] = False
+    out.chosen[rows, :depth] = chosen
+    if cand.any():
+        picked = rows[cand]
+        criteria = _criteria(chosen[cand], view.prio[picked, :depth], view.start[picked, :depth])
+        for c, values in enumerate(criteria):
+            out.criteria[c][picked] = values
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a dry run checks, as arrays: the request on the node's fit columns, and the queue
+    test on its checked columns (None: no queue test, or one that checks nothing).  ``key``
+    tells shapes apart: equal keys give equal dry runs on equal rows."""
+
+    cols: IntArray
+    need: FloatArray
+    queue_cols: IntArray | None
+    allocated: FloatArray
+    request: FloatArray
+    deserved: FloatArray
+    key: bytes
+
+    @classmethod
+    def of(cls, task: TaskInfo, room: Room | None) -> Limits:
+        cols = task.fit_cols.astype(np.intp)
+        need = task.init_vec[cols].astype(float)
+        if room is None or not any(room.checked):
+            empty = np.zeros(0)
+            return cls(cols, need, None, empty, empty, empty, _key(cols, need))
+        qcols = np.flatnonzero(room.checked)
+        allocated, request, deserved = (
+            np.asarray(v, dtype=float)[qcols] for v in (room.allocated, room.request, room.deserved)
+        )
+        key = _key(cols, need, qcols, allocated, request, deserved)
+        return cls(cols, need, qcols, allocated, request, deserved, key)
+
+
+def _key(*arrays: np.ndarray) -> bytes:
+    return b"|".join(len(a).to_bytes(4, "little") + a.tobytes() for a in arrays)
+
+
+def dry_run(
+    limits: Limits, future: FloatArray, res: FloatArray, queue_vec: FloatArray, count: IntArray
+) -> tuple[BoolArray, BoolArray]:
+    """``select_victims`` for every row at once: (chosen[row, position], ValidateVictims[row]).
+
+    Victims are removed in order until the preemptor fits (queue test and node room), then
+    reprieved from the last removed down, each kept out only if the preemptor no longer fits
+    with it back.  Each row sees the same float operations, in the same order, as the per-node
+    loop (a reprieve that fails adds the victim back after subtracting it); only the columns
+    the checks read are carried."""
+    need, qcols = limits.need, limits.queue_cols
+    res = res[:, :, limits.cols]
+    have = future[:, limits.cols]
+    rows, depth = res.shape[0], res.shape[1]
+    # ValidateVictims: every victim added in order (cumsum accumulates one term after another).
+    full = np.cumsum(np.concatenate((have[:, None], res), axis=1), axis=1)[:, -1]
+    cover = (count > 0) & np.all(need < full + 0.1, axis=1)
+    if qcols is not None:
+        alloc = np.tile(limits.allocated, (rows, 1))
+        queue_vec = queue_vec[:, :, qcols]
+
+    def fits(have: FloatArray, alloc: FloatArray | None) -> BoolArray:
+        ok: BoolArray = np.all(need < have + 0.1, axis=1)
+        if alloc is not None:
+            ok &= ~np.any((alloc + limits.request) > limits.deserved, axis=1)
+        return ok
+
+    removed = np.zeros(rows, dtype=np.intp)
+    act = count > 0
+    for k in range(depth):
+        act &= k < count
+        if not act.any():
+            break
+        have = np.where(act[:, None], have + res[:, k], have)
+        if qcols is not None:
+            alloc = np.where(act[:, None], alloc - queue_vec[:, k], alloc)
+        removed[act] = k + 1
+        act &= ~fits(have, alloc if qcols is not None else None)
+    chosen = np.zeros((rows, depth), dtype=bool)
+    for k in range(int(removed.max(initial=0)) - 1, -1, -1):
+        act = (k < removed) & cover
+        if not act.any():
+            continue
+        back_have = have - res[:, k]
+        back_alloc = alloc + queue_vec[:, k] if qcols is not None else None
+        ok = fits(back_have, back_alloc)
+        spared, out = act & ok, act & ~ok
+        have = np.where(spared[:, None], back_have, np.where(out[:, None], back_have + res[:, k], have))
+        if back_alloc is not None:
+            alloc = np.where(spared[:, None], back_alloc, np.where(out[:, None], back_alloc - queue_vec[:, k], alloc))
+        chosen[:, k] = out
+    return chosen, cover
+
+
+def _criteria(chosen: BoolArray, prio: IntArray, start: FloatArray) -> list[np.ndarray]:
+    """kube's criteria per candidate row: the first victim's priority (the highest position
+    chosen: reprieve visits the last removed first), the priority sum, the count, the earliest
+    start among the highest-priority victims; negated where lower is better."""
+    depth = chosen.shape[1]
+    top = depth - 1 - np.argmax(chosen[:, ::-1], axis=1)
+    first = prio[np.arange(len(chosen)), top]
+    total = np.where(chosen, prio + PRIORITY_OFFSET, 0).sum(axis=1)
+    highest = np.where(chosen, prio, -PRIORITY_LIMIT).max(axis=1)
+    earliest = np.where(chosen & (prio == highest[:, None]), start, np.inf).min(axis=1)
+    return [-first, -total, -chosen.sum(axis=1), earliest]
+
+
+def score(victims: list[TaskInfo], now: float) -> Score:
+    """The same criteria for one candidate's victims (most important first).  Pod priorities
+    are int32, so the sum fits the int64 arrays the criteria are kept in."""
+    prios = [pod_priority(v) for v in victims]
+    top = max(prios)
+    earliest = min(start_time(v, now) for v, p in zip(victims, prios, strict=True) if p == top)
+    return (-prios[0], -sum(p + PRIORITY_OFFSET for p in prios), -len(victims), earliest)

@@ -1,0 +1,236 @@
+"""Topology-aware preemption's fast path (actions/preempt_topology_fast.py) against the exact
+per-node dry run: random small clusters through both must evict the same pods, in the same
+order, pipeline the same preemptors on the same nodes and count the same statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from evict_builders import _decode, node, podgroup, priority_class, queue
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lahar_scheduler.actions import preempt_topology_fast
+from lahar_scheduler.bench_preempt import cluster
+from lahar_scheduler.core import load_conf, run_session
+from lahar_scheduler.framework.conf import SchedulerConf
+from lahar_scheduler.simulation import Cluster
+
+GROUP = "scheduling.k8s.io/group-name"
+BENCH_TIERS = [
+    ["priority", "gang", "conformance"],
+    ["drf", "predicates", "proportion", "nodeorder"],
+]
+ONE_TIER = [["conformance", "gang", "priority", "drf", "proportion", "predicates"]]
+# No queue test: preemptors of one shape share dry-run results between preemptions.
+NO_QUEUE = [["priority", "gang", "conformance"], ["drf", "predicates", "nodeorder"]]
+
+
+def topology_conf(tiers: list[list[str]], percentage: int, affinity: bool) -> SchedulerConf:
+    plugins: list[list[dict[str, Any]]] = []
+    for tier in tiers:
+        opts: list[dict[str, Any]] = []
+        for name in tier:
+            opt: dict[str, Any] = {"name": name}
+            if name == "predicates":
+                opt["arguments"] = {"predicate.PodAffinityEnable": affinity}
+            opts.append(opt)
+        plugins.append(opts)
+    doc = {
+        "actions": "enqueue, allocate, preempt",
+        "tiers": [{"plugins": p} for p in plugins],
+        "configurations": [
+            {
+                "name": "preempt",
+                "arguments": {"enableTopologyAwarePreemption": True, "minCandidateNodesPercentage": percentage},
+            }
+        ],
+    }
+    return load_conf(yaml.safe_dump(doc))
+
+
+def pod(
+    name: str,
+    group: str,
+    cpu: str | None,
+    node_name: str = "",
+    *,
+    priority: int | None = None,
+    started: int | None = None,
+    labels: dict[str, str] | None = None,
+    anti: bool = False,
+) -> Any:
+    requests = {"cpu": cpu, "memory": "1G"} if cpu else {}
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "containers": [{"name": "c", "resources": {"requests": requests}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
+    if anti:
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    status: dict[str, Any] = {"phase": "Running" if node_name else "Pending"}
+    if started is not None:
+        status["startTime"] = f"2024-01-01T00:{started:02d}:00Z"
+    return _decode(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "c1",
+                "uid": f"c1-{name}",
+                "labels": dict(labels or {}),
+                "annotations": {GROUP: group},
+            },
+            "spec": spec,
+            "status": status,
+        }
+    )
+
+
+@st.composite
+def contended(draw: Any) -> list[Any]:
+    """Full-ish nodes of running jobs of several priorities (equal ones make the first tier
+    name nobody, so drf's tier speaks), pending jobs some of whose tasks already run (their
+    nodes take the exact path), BestEffort pods, start times, sometimes anti-affinity."""
+    objs: list[Any] = [priority_class("p1", 10), priority_class("p2", 50), priority_class("p3", 100)]
+    queues = draw(st.integers(1, 2))
+    for q in range(queues):
+        cap = draw(st.sampled_from([None, "6", "12"]))
+        objs.append(queue(f"q{q}", draw(st.integers(1, 3)), capability={"cpu": cap} if cap else None))
+    nodes = draw(st.integers(1, 7))
+    for n in range(nodes):
+        objs.append(node(f"n{n}", str(draw(st.integers(2, 6))), "16G", pods=str(draw(st.integers(3, 8)))))
+    anti = draw(st.booleans()) and draw(st.booleans())
+    for j in range(draw(st.integers(nodes, 2 * nodes + 2))):
+        name = f"run{j}"
+        tasks = draw(st.integers(1, 5))
+        objs.append(
+            podgroup(
+                name,
+                f"q{draw(st.integers(0, queues - 1))}",
+                draw(st.integers(0, tasks)),
+                phase="Running",
+                priority_class=draw(st.sampled_from(["p1", "p2", "p3"])),
+            )
+        )
+        for t in range(tasks):
+            objs.append(
+                pod(
+                    f"{name}-{t}",
+                    name,
+                    draw(st.sampled_from([None, "1", "1", "2"])),
+                    f"n{draw(st.integers(0, nodes - 1))}",
+                    priority=draw(st.integers(0, 3)),
+                    started=draw(st.integers(0, 9)),
+                    labels={"app": "web"} if anti and t == 0 else None,
+                )
+            )
+    for j in range(draw(st.integers(1, 5))):
+        name = f"want{j}"
+        tasks = draw(st.integers(1, 4))
+        running = draw(st.integers(0, tasks - 1))
+        objs.append(
+            podgroup(
+                name,
+                f"q{draw(st.integers(0, queues - 1))}",
+                draw(st.integers(1, tasks)),
+                priority_class=draw(st.sampled_from(["p2", "p3"])),
+            )
+        )
+        for t in range(tasks):
+            placed = f"n{draw(st.integers(0, nodes - 1))}" if t < running else ""
+            objs.append(
+                pod(
+                    f"{name}-{t}",
+                    name,
+                    draw(st.sampled_from([None, "1", "2", "3"])),
+                    placed,
+                    priority=draw(st.integers(1, 4)),
+                    started=0 if placed else None,
+                    anti=anti and draw(st.booleans()),
+                )
+            )
+    return objs
+
+
+def outcome(objs: list[Any], cfg: SchedulerConf, fast: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    monkeypatch.setattr(preempt_topology_fast, "ENABLED", fast)
+    result = run_session(Cluster(objs).snapshot(), cfg, seed=5)
+    stats = result.stats
+    return (
+        [(t.key, why) for t, why in result.evictions],
+        result.pipelined,
+        [(t.key, n) for t, n in result.binds],
+        stats.preemption_victims,
+        stats.preemption_attempts,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contended(),
+    st.sampled_from([BENCH_TIERS, ONE_TIER, NO_QUEUE]),
+    st.sampled_from([10, 50, 100]),
+    st.booleans(),
+)
+def test_fast_path_matches_the_exact_dry_runs(
+    objs: list[Any], tiers: list[list[str]], percentage: int, affinity: bool
+) -> None:
+    cfg = topology_conf(tiers, percentage, affinity)
+    with pytest.MonkeyPatch.context() as mp:
+        assert outcome(objs, cfg, True, mp) == outcome(objs, cfg, False, mp)
+
+
+def test_the_bench_cluster_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench's preemptors all qualify (else the figures would measure the exact path), and
+    the outcome is the exact path's."""
+    from lahar_scheduler.bench_preempt import TOPOLOGY_CONF
+
+    plans: list[bool] = []
+    real = preempt_topology_fast.plan
+
+    def counting(*args: Any) -> Any:
+        got = real(*args)
+        plans.append(got is not None)
+        return got
+
+    monkeypatch.setattr(preempt_topology_fast, "plan", counting)
+    cfg = load_conf(TOPOLOGY_CONF)
+    fast = run_session(cluster(60, 60), cfg, uid="t")
+    assert plans and all(plans)
+    monkeypatch.setattr(preempt_topology_fast, "ENABLED", False)
+    slow = run_session(cluster(60, 60), cfg, uid="t")
+    assert [t.key for t, _ in fast.evictions] == [t.key for t, _ in slow.evictions]
+    assert fast.pipelined == slow.pipelined
+    assert len(fast.evictions) == 60
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "exact"])
+def test_ties_go_to_the_node_whose_oldest_victim_started_last(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same priorities, sums and counts on both nodes: kube's last criterion picks the node whose
+    earliest-started most important victim started latest (n1: minute 1 against n0: minute 0)."""
+    objs = [
+        priority_class("p1", 10),
+        priority_class("p3", 100),
+        queue("q0"),
+        node("n0", "2", "16G"),
+        node("n1", "2", "16G"),
+        podgroup("run0", "q0", 0, phase="Running", priority_class="p1"),
+        pod("a", "run0", "1", "n0", priority=1, started=0),
+        pod("b", "run0", "1", "n0", priority=1, started=3),
+        pod("c", "run0", "1", "n1", priority=1, started=1),
+        pod("d", "run0", "1", "n1", priority=1, started=2),
+        podgroup("want0", "q0", 1, priority_class="p3"),
+        pod("w", "want0", "2", priority=5),
+    ]
+    cfg = topology_conf(BENCH_TIERS, 100, False)
+    evictions, pipelined, *_ = outcome(objs, cfg, fast, monkeypatch)
+    assert pipelined == {"c1/w": "n1"}
+    assert sorted(k for k, _ in evictions) == ["c1/c", "c1/d"]
