@@ -365,13 +365,7 @@ class JobInfo:
         return self.status_index.get(status, {}).values()
 
     def ready_num(self) -> int:
-        idx = self.status_index
-        n = 0
-        for s in _READY:
-            bucket = idx.get(s)
-            if bucket:
-                n += len(bucket)
-        return n
+        return self.count(*_READY)
 
     def waiting_num(self) -> int:
         return self.count(S.PIPELINED)
