@@ -140,7 +140,7 @@ class PreemptAction(Action):
                 continue
             jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
             starving.setdefault(job.queue, []).append(job)
-            tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
+            tasks[job.uid] = _task_queue(ssn, pending_tasks(job))
         queues = PriorityQueue(ssn.queue_order, [ssn.queues[name] for name in jobs])
         while not queues.empty():
             queue = queues.pop()
@@ -178,7 +178,7 @@ class PreemptAction(Action):
 
     def within_job(self, ssn: Session, job: JobInfo) -> None:
         """Pending tasks preempt lower-priority tasks of their own job; stop at the first failure."""
-        pending = PriorityQueue(ssn.task_order, pending_tasks(job))
+        pending = _task_queue(ssn, pending_tasks(job))
         while not pending.empty():
             preemptor = pending.pop()
             stmt = ssn.statement()
@@ -322,6 +322,13 @@ def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray
     for j in np.argsort(-scores, kind="stable").tolist():
         if j != first:
             yield int(nodes[j])
+
+
+def _task_queue(ssn: Session, tasks: list[TaskInfo]) -> PriorityQueue[TaskInfo]:
+    # A pending task's order keys (priority, index, creation) do not move while it waits, so
+    # the heap may compare them precomputed (framework/pq.py); jobs keep the comparator: a
+    # waiting job's share and readiness move when preempt evicts its running tasks.
+    return PriorityQueue(ssn.task_order, tasks, key=ssn.task_sort_key(tasks))
 
 
 def _network_topology(job: JobInfo) -> bool:
