@@ -73,9 +73,14 @@ class VictimCeiling:
         # Only rows holding one of the job's tasks that counts for a queue asked about read the
         # job's state (e.g. not the nodes of its pipelined tasks).
         by_name, counts, queues = self.ssn.nodes.by_name, self.counts, self._queues
+        marked: set[str] = set()  # a job's tasks share nodes: one row is marked once
         for t in job.tasks.values():
-            node = by_name.get(t.node_name) if t.node_name else None
+            name = t.node_name
+            if not name or name in marked:
+                continue
+            node = by_name.get(name)
             if node is not None and any(counts(t, q) for q in queues):
+                marked.add(name)
                 self._dirty.append(node.index)
 
     def fits(self, preemptor: TaskInfo, queue: str) -> BoolArray | None:
@@ -130,14 +135,41 @@ class VictimCeiling:
         infos = self.ssn.nodes.infos
         width = len(self.ssn.nodes.space)
         out = np.zeros((len(rows), width))
+        grouped = all(test is None or getattr(test, SHAPE_WISE, False) for tier in tiers for test in tier)
         for j, i in enumerate(rows.tolist()):
             tasks = [t for t in infos[i].tasks.values() if self.counts(t, queue)]
             if tasks:
-                out[j] = _row(tasks, tiers, width)
+                out[j] = _row(_groups(tasks) if grouped else [(t, 1) for t in tasks], tiers, width)
         return out
 
 
-def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
+def shape_wise(test: CouldName) -> CouldName:
+    """Mark a could-name test whose answer depends only on the task's job, request and priority
+    class: the ceiling then asks it once per group of such tasks on a node (a node's tasks are
+    mostly one job's copies of one pod), not once per task."""
+    setattr(test, SHAPE_WISE, True)
+    return test
+
+
+SHAPE_WISE = "_lahar_ceiling_shape_wise"
+
+
+def _groups(tasks: list[TaskInfo]) -> list[tuple[TaskInfo, int]]:
+    """One representative per (job, request, priority class) and how many tasks it stands for."""
+    count: dict[tuple[str, bytes, str], list[Any]] = {}
+    for t in tasks:
+        key = (t.job, t.res_vec.tobytes(), t.pod.spec.priority_class_name)
+        got = count.get(key)
+        if got is None:
+            count[key] = [t, 1]
+        else:
+            got[1] += 1
+    return [(t, n) for t, n in count.values()]
+
+
+def _row(groups: list[tuple[TaskInfo, int]], tiers: Tiers, width: int) -> FloatArray:
+    """The node's ceiling from its tasks, each group (a task, how many like it) tested once.
+    Sums are exact either way: requests are whole milli-units and bytes."""
     best: FloatArray = np.zeros(width)
     total: FloatArray | None = None  # Σ all tasks, the common case of a plugin naming them all
     for tier in tiers:
@@ -145,16 +177,23 @@ def _row(tasks: list[TaskInfo], tiers: Tiers, width: int) -> FloatArray:
             continue
         sums: list[FloatArray] = []
         for test in tier:
-            chosen = tasks if test is None else [t for t in tasks if test(t)]
+            chosen = groups if test is None else [g for g in groups if test(g[0])]
             if test is not None and not chosen:
                 sums = []
                 break  # this plugin names nothing here: the tier is vetoed
-            if len(chosen) == len(tasks):
+            if len(chosen) == len(groups):
                 if total is None:
-                    total = sum((t.res_vec for t in tasks), np.zeros(width))
+                    total = _sum(groups, width)
                 sums.append(total)
             else:
-                sums.append(sum((t.res_vec for t in chosen), np.zeros(width)))
+                sums.append(_sum(chosen, width))
         for s in sums:
             best = np.maximum(best, s)
     return best
+
+
+def _sum(groups: list[tuple[TaskInfo, int]], width: int) -> FloatArray:
+    out: FloatArray = np.zeros(width)
+    for t, n in groups:
+        out += t.res_vec if n == 1 else t.res_vec * n
+    return out

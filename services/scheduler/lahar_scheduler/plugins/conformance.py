@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import shape_wise
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.session import Session
@@ -16,6 +17,9 @@ _CRITICAL = frozenset({"system-cluster-critical", "system-node-critical"})
 
 def _ordinary(t: TaskInfo) -> bool:
     return t.pod.spec.priority_class_name not in _CRITICAL and t.namespace != "kube-system"
+
+
+_ORDINARY = shape_wise(_ordinary)  # reads the priority class and the job's namespace only
 
 
 class ConformancePlugin(Plugin):
@@ -34,4 +38,4 @@ class ConformancePlugin(Plugin):
         return "conformance"
 
     def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:
-        return "conformance", _ordinary
+        return "conformance", _ORDINARY

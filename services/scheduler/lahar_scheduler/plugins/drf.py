@@ -17,6 +17,7 @@ import msgspec
 
 from lahar.api.resource import Resource
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import shape_wise
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
@@ -112,7 +113,7 @@ class DrfPlugin(Plugin):
                 seen[key] = got
             return got
 
-        return ("drf", floor), could_name
+        return ("drf", floor), shape_wise(could_name)
 
     def on_allocate(self, task: TaskInfo) -> None:
         attr = self.attrs.get(task.job)

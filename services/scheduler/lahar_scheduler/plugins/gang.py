@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import shape_wise
 from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
@@ -72,7 +73,7 @@ class GangPlugin(Plugin):
                 got = seen[t.job] = job is not None and job.ready_num() > job.min_available
             return got
 
-        return "gang", could_name
+        return "gang", shape_wise(could_name)
 
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats

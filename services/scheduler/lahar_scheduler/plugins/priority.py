@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.ceiling import shape_wise
 from lahar_scheduler.framework.eviction import EvictionContext, EvictionKind
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
@@ -78,7 +79,7 @@ class PriorityPlugin(Plugin):
             job = jobs.get(t.job)
             return job is not None and job.priority <= top
 
-        return ("priority", top), could_name
+        return ("priority", top), shape_wise(could_name)
 
 
 def _never(_: TaskInfo) -> bool:
