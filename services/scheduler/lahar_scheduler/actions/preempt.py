@@ -13,7 +13,7 @@ order until the preemptor fits) or the topology-aware path (``preempt_topology``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,7 +130,6 @@ class PreemptAction(Action):
         self.wasteful = False
         self.salt = ssn.rng.getrandbits(32)
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
-        jobs: dict[str, PriorityQueue[JobInfo]] = {}
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in ssn.jobs.values():
@@ -138,9 +137,10 @@ class PreemptAction(Action):
                 continue
             if not ssn.call(P.JOB_STARVING, job) or _network_topology(job):
                 continue
-            jobs.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
             starving.setdefault(job.queue, []).append(job)
             tasks[job.uid] = _task_queue(ssn, pending_tasks(job))
+        key = ssn.job_sort_key()
+        jobs = {name: _job_queue(ssn, members, key) for name, members in starving.items()}
         queues = PriorityQueue(ssn.queue_order, [ssn.queues[name] for name in jobs])
         while not queues.empty():
             queue = queues.pop()
@@ -322,6 +322,21 @@ def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray
     for j in np.argsort(-scores, kind="stable").tolist():
         if j != first:
             yield int(nodes[j])
+
+
+def _job_queue(
+    ssn: Session, members: list[JobInfo], key: Callable[[JobInfo], tuple[object, ...]] | None
+) -> PriorityQueue[JobInfo]:
+    """A queue's starving jobs in job order.  Keys computed once per push hold only while no
+    waiting job's tasks move: one without Running or Bound tasks loses none to eviction (preempt
+    evicts only those) and gains only once it is popped, so then the keyed heap pops exactly
+    what the comparator's would; otherwise the comparator sees each job as it is now."""
+    if key is not None and all(job.count(*PREEMPTABLE_STATUSES) == 0 for job in members):
+        return PriorityQueue(ssn.job_order, members, key=key)
+    queue: PriorityQueue[JobInfo] = PriorityQueue(ssn.job_order)
+    for job in members:  # pushed one by one, as before: the same heap if an order moves
+        queue.push(job)
+    return queue
 
 
 def _task_queue(ssn: Session, tasks: list[TaskInfo]) -> PriorityQueue[TaskInfo]:
