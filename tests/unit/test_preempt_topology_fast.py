@@ -13,9 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lahar_scheduler.actions import preempt_topology_fast
+from lahar_scheduler.actions.preempt_topology_cache import rows_for
 from lahar_scheduler.bench_preempt import cluster
-from lahar_scheduler.core import load_conf, run_session
+from lahar_scheduler.core import PLUGINS, load_conf, run_session
 from lahar_scheduler.framework.conf import SchedulerConf
+from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.victims import in_victim_order
 from lahar_scheduler.simulation import Cluster
 
 GROUP = "scheduling.k8s.io/group-name"
@@ -234,3 +237,21 @@ def test_ties_go_to_the_node_whose_oldest_victim_started_last(fast: bool, monkey
     evictions, pipelined, *_ = outcome(objs, cfg, fast, monkeypatch)
     assert pipelined == {"c1/w": "n1"}
     assert sorted(k for k, _ in evictions) == ["c1/c", "c1/d"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(contended(), st.sampled_from([BENCH_TIERS, ONE_TIER, NO_QUEUE]), st.data())
+def test_cached_rows_order_victims_as_the_victim_heap(objs: list[Any], tiers: list[list[str]], data: Any) -> None:
+    """The rows sort victims by the orders' keys; that is the order the victim heap pops them in,
+    for tasks of several jobs, priorities and start times on one node."""
+    ssn = Session(Cluster(objs).snapshot(), topology_conf(tiers, 100, False), dict(PLUGINS)).open()
+    rows = rows_for(ssn)
+    pending = [t for job in ssn.jobs.values() for t in job.tasks.values() if not t.node_name]
+    preemptor = data.draw(st.sampled_from(pending))
+    for info in ssn.nodes.infos:
+        by_queue: dict[str, list[Any]] = {}
+        for t in info.tasks.values():
+            by_queue.setdefault(ssn.jobs[t.job].queue, []).append(t)
+        for tasks in by_queue.values():
+            keyed = rows._in_victim_order(tasks, preemptor)
+            assert [t.uid for t in keyed] == [t.uid for t in in_victim_order(ssn, tasks, preemptor)]

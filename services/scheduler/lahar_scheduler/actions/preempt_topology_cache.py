@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.snapshot import parse_time
+from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 from lahar_scheduler.framework.victims import in_victim_order
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.evictutil import TaskFilter
-    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
 
 # Pod priorities are int32 in kube; a larger one could overflow the int64 sums, so its row
@@ -111,17 +113,23 @@ class VictimRows:
         self.ssn = ssn
         self._views: dict[Hashable, View] = {}
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
+        self._job_keys = _job_keys(ssn)
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
         job = self.ssn.jobs.get(task.job)
         if job is None:
             return
-        by_name = self.ssn.nodes.by_name
+        # A row reads the state of its candidates' jobs only (the tasks preempt may take are
+        # Bound or Running), so the nodes of the job's other tasks (e.g. a gang's pipelined
+        # ones) keep their rows.  A task's own move changes its nodes, which the node table
+        # records; its node is marked besides, for a move the table does not record.
+        by_name, dirty = self.ssn.nodes.by_name, self._dirty
         for t in job.tasks.values():
-            node = by_name.get(t.node_name) if t.node_name else None
-            if node is not None:
-                self._dirty.append(node.index)
+            if t.node_name and (t.status in PREEMPTABLE_STATUSES or t is task):
+                node = by_name.get(t.node_name)
+                if node is not None:
+                    dirty.append(node.index)
 
     def view(self, tier: int, key: Hashable) -> View:
         """The view of ``tier`` for ``key``, rows of nodes that changed since its last use
@@ -153,7 +161,7 @@ class VictimRows:
             view.valid[i] = True
             view.filled[i] += 1
             ids = {id(t) for t in cands}
-            ordered = in_victim_order(self.ssn, named, preemptor)
+            ordered = self._in_victim_order(named, preemptor)
             prios = [pod_priority(t) for t in ordered]
             # Victims the callbacks invented, odd vectors or priorities: the exact path decides.
             view.odd[i] = any(id(t) not in ids or len(t.res_vec) != width for t in ordered) or any(
@@ -174,6 +182,41 @@ class VictimRows:
                 view.queue_vec[i, :m] = [(t.resreq.milli_cpu, t.resreq.memory) for t in ordered]
                 view.prio[i, :m] = prios
                 view.start[i, :m] = [start_time(t, now) for t in ordered]
+
+
+    def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
+        """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue
+        are taken in reverse job order by the job-order callbacks alone, then in reverse task
+        order (framework/victims.py); with ``ByKey`` callbacks that is the descending order of
+        (their job keys, the task's sort key), a strict order (the task key ends with the uid),
+        in which the victim heap pops exactly as the sort does."""
+        if len(named) < 2:
+            return list(named)
+        ssn = self.ssn
+        by_job = self._job_keys
+        if by_job is None:
+            return in_victim_order(ssn, named, preemptor)
+        task_key = ssn.task_sort_key(named)
+        jobs = ssn.jobs
+        queues = {j.queue if (j := jobs.get(t.job)) is not None else None for t in named}
+        if task_key is None or len(queues) != 1 or None in queues:
+            return in_victim_order(ssn, named, preemptor)
+        job_key: dict[str, tuple[Any, ...]] = {}
+        for t in named:
+            if t.job not in job_key:
+                job = jobs[t.job]
+                job_key[t.job] = tuple(k(job) for k in by_job)
+        return sorted(named, key=lambda t: (job_key[t.job], task_key(t)), reverse=True)
+
+
+def _job_keys(ssn: Session) -> list[Callable[[JobInfo], Any]] | None:
+    """The job-order callbacks' keys when every one is a ``ByKey``."""
+    keys = []
+    for fn in ssn.callbacks(P.JOB_ORDER):
+        if not isinstance(fn, ByKey):
+            return None
+        keys.append(fn.key)
+    return keys
 
 
 _ROWS: weakref.WeakKeyDictionary[Session, VictimRows] = weakref.WeakKeyDictionary()

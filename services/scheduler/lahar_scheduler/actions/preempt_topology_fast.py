@@ -221,10 +221,20 @@ class Best:
 
 
 def best_candidate(
-    ssn: Session, plan: Plan, preemptor: TaskInfo, order: IntArray, wanted: int, exact: Exact
+    ssn: Session,
+    plan: Plan,
+    preemptor: TaskInfo,
+    order: IntArray,
+    wanted: int,
+    exact: Exact,
+    ceiling: Callable[[], BoolArray | None] = lambda: None,
 ) -> Best | None:
     """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
-    then pick one by kube's criteria (first found on ties)."""
+    then pick one by kube's criteria (first found on ties).  ``ceiling`` (see
+    preempt_topology.topology_preempt) only says which node the exact path would have
+    considered last when the scan runs out of nodes."""
+    stats = ssn.result.stats
+    before = stats.preemption_victims
     parts: list[Part] = []
     found = 0
     pos, size = 0, max(wanted + wanted // 4, 16)
@@ -238,7 +248,9 @@ def best_candidate(
         found += int(part.cand.sum())
         parts.append(part)
     if parts:
-        ssn.result.stats.preemption_victims = int(parts[-1].named[-1])  # Volcano: per node considered
+        # Volcano: per node considered, so the last one's (unchanged if there is none).
+        last = _last_considered(parts, ceiling) if found < wanted else int(parts[-1].named[-1])
+        stats.preemption_victims = before if last is None else last
     if not found:
         return None
     criteria = [np.concatenate([part.criteria[c][part.cand] for part in parts]) for c in range(4)]
@@ -249,6 +261,17 @@ def best_candidate(
             return Best(int(part.nodes[hits[pick]]), part.victims(int(hits[pick])))
         pick -= len(hits)
     raise AssertionError("the pick is one of the candidates")
+
+
+def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
+    """PreemptableFn's count on the last scanned node the ceiling lets through (the scan went
+    through every node: the exact path would have walked only those), None when it lets none."""
+    narrow = ceiling()
+    for part in reversed(parts):
+        kept = np.flatnonzero(narrow[part.nodes]) if narrow is not None else np.arange(len(part.nodes))
+        if len(kept):
+            return int(part.named[kept[-1]])
+    return None
 
 
 def _pick(criteria: list[np.ndarray]) -> int:
