@@ -4,8 +4,10 @@ order, pipeline the same preemptors on the same nodes and count the same statist
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from evict_builders import _decode, node, podgroup, priority_class, queue
@@ -13,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lahar_scheduler.actions import preempt_topology_fast
-from lahar_scheduler.actions.preempt_topology_cache import rows_for
+from lahar_scheduler.actions.preempt_topology_cache import View, rows_for
 from lahar_scheduler.bench_preempt import cluster
 from lahar_scheduler.core import PLUGINS, load_conf, run_session
 from lahar_scheduler.framework.conf import SchedulerConf
@@ -255,3 +257,52 @@ def test_cached_rows_order_victims_as_the_victim_heap(objs: list[Any], tiers: li
         for tasks in by_queue.values():
             keyed = rows._in_victim_order(tasks, preemptor)
             assert [t.uid for t in keyed] == [t.uid for t in in_victim_order(ssn, tasks, preemptor)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
+    """A few stale rows are dry-run one by one in Python floats: the same victims, candidates
+    and criteria as the numpy dry run of all rows at once."""
+    rows, depth, width = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 5)), 3
+    floats = st.sampled_from([0.0, 0.5, 1.0, 1.95, 2.0, 3.0, 4.05, 1e-3, 1000.0])
+    arrays = st.lists(floats, min_size=rows * depth * width, max_size=rows * depth * width)
+    view = View(0, rows, width, 0, 0)
+    view.deepen(depth)
+    view.count[:] = data.draw(st.lists(st.integers(0, depth), min_size=rows, max_size=rows))
+    view.res[:, :depth] = np.reshape(data.draw(arrays), (rows, depth, width))
+    view.queue_vec[:, :depth] = view.res[:, :depth, :2] * data.draw(st.sampled_from([1.0, 0.5]))
+    for r, m in enumerate(view.count.tolist()):
+        view.res[r, m:] = 0.0
+        view.queue_vec[r, m:] = 0.0
+    view.prio[:, :depth] = np.reshape(
+        data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth)
+    )
+    view.start[:, :depth] = np.reshape(
+        data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=rows * depth, max_size=rows * depth)),
+        (rows, depth),
+    )
+    view.filled[:] = 1
+    future = np.reshape(data.draw(st.lists(floats, min_size=rows * width, max_size=rows * width)), (rows, width))
+    cols = np.array(data.draw(st.sampled_from([[0, 1], [0, 1, 2], [1]])), dtype=np.intp)
+    need = np.array(data.draw(st.lists(floats, min_size=len(cols), max_size=len(cols))))
+    if data.draw(st.booleans()):
+        qcols = np.array(data.draw(st.sampled_from([[0, 1], [0], [1]])), dtype=np.intp)
+        allocated, request, deserved = (
+            np.array(data.draw(st.lists(floats, min_size=len(qcols), max_size=len(qcols)))) for _ in range(3)
+        )
+        limits = preempt_topology_fast.Limits(cols, need, qcols, allocated, request, deserved, b"")
+    else:
+        empty = np.zeros(0)
+        limits = preempt_topology_fast.Limits(cols, need, None, empty, empty, empty, b"")
+    ssn: Any = SimpleNamespace(nodes=SimpleNamespace(future=future))
+    got = []
+    for scalar in (0, rows):
+        out = preempt_topology_fast.Outcome(rows, view.res.shape[1])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(preempt_topology_fast, "SCALAR_ROWS", scalar)
+            preempt_topology_fast._dry_run_rows(ssn, limits, view, out, np.arange(rows))
+        cand = out.cand.tolist()
+        criteria = [[c[r] for r in range(rows) if cand[r]] for c in out.criteria]
+        got.append((out.at.tolist(), cand, out.chosen.tolist(), [np.asarray(c).tolist() for c in criteria]))
+    assert got[0] == got[1]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import CodeType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # Tests switch this off to compare with the exact path.
 ENABLED = True
 PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before summing
+LIMITS = 64  # preemptor shapes whose Limits are kept
 
 # One dry run of one node, exactly: the chosen victims (most important first) or None.
 Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
@@ -68,18 +70,42 @@ class OutOfRange(Exception):
     the criteria do not fit the arrays: the caller redoes the preemptor on the exact path."""
 
 
-@dataclass
 class Plan:
-    """What a preemptor's fast dry runs need."""
+    """What a preemptor's fast dry runs need.  A tier's view key is taken when the scan first
+    reaches the tier (most preemptors find victims in the first): nothing the keys read changes
+    while one preemptor's nodes are dry-run."""
 
-    rows: VictimRows
-    keys: list[Hashable]  # per PreemptableFn tier, its view's key
-    keep: TaskFilter
-    limits: Limits
-    own: IntArray  # nodes where the preemptor's job has an evictable task
+    __slots__ = ("_keys", "base", "keep", "limits", "of", "own", "preemptor", "rows")
+
+    def __init__(
+        self,
+        rows: VictimRows,
+        of: list[list[Callable[[TaskInfo], Hashable]]],
+        base: Hashable,
+        preemptor: TaskInfo,
+        keep: TaskFilter,
+        limits: Limits,
+        own: IntArray,
+    ) -> None:
+        self.rows, self.of, self.base, self.preemptor = rows, of, base, preemptor
+        self.keep = keep
+        self.limits = limits
+        self.own = own  # nodes where the preemptor's job has an evictable task
+        self._keys: dict[int, Hashable] = {}
+
+    @property
+    def tiers(self) -> int:
+        return len(self.of)
+
+    def key(self, tier: int) -> Hashable:
+        """The view key of PreemptableFn's ``tier`` for this preemptor."""
+        got = self._keys.get(tier)
+        if got is None:
+            got = self._keys[tier] = (self.base, tier, tuple(of(self.preemptor) for of in self.of[tier]))
+        return got
 
     def view(self, tier: int) -> View:
-        return self.rows.view(tier, self.keys[tier])
+        return self.rows.view(tier, self.key(tier))
 
 
 def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, keep: TaskFilter) -> Plan | None:
@@ -97,7 +123,6 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
         if room is None:
             return None
     base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
-    keys: list[Hashable] = [(base, t, tuple(of(preemptor) for of in tier)) for t, tier in enumerate(hooks.victim_keys)]
     by_name = ssn.nodes.by_name
     own = np.array(
         [
@@ -107,7 +132,22 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
         ],
         dtype=np.intp,
     )
-    return Plan(rows_for(ssn), keys, keep, Limits.of(preemptor, room), own)
+    shape = _limits_key(preemptor, room)
+    limits = hooks.limits.get(shape)
+    if limits is None:
+        if len(hooks.limits) >= LIMITS:
+            hooks.limits.clear()  # the queue's allocation moved on: old shapes rarely return
+        limits = hooks.limits[shape] = Limits.of(preemptor, room)
+    return Plan(rows_for(ssn), hooks.victim_keys, base, preemptor, keep, limits, own)
+
+
+def _limits_key(task: TaskInfo, room: Room | None) -> Hashable:
+    """What ``Limits.of`` reads: equal keys, equal limits."""
+    return (task.fit_cols.tobytes(), task.init_vec.tobytes(), room)
+
+
+# The code of preempt's other-jobs filter (its inner function), taken once.
+_OTHER_JOBS: list[CodeType] = []
 
 
 def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
@@ -116,8 +156,10 @@ def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> st
     preemptor's own job left out); None for any other filter."""
     from lahar_scheduler.actions import preempt  # preempt imports this module
 
+    if not _OTHER_JOBS:
+        _OTHER_JOBS.append(preempt.other_jobs_filter(ssn, preemptor, "").__code__)
     code = getattr(keep, "__code__", None)
-    if code is None or code is not preempt.other_jobs_filter(ssn, preemptor, "").__code__:
+    if code is None or code is not _OTHER_JOBS[0]:
         return None
     cells = dict(zip(code.co_freevars, (c.cell_contents for c in getattr(keep, "__closure__", ())), strict=True))
     if cells.get("ssn") is not ssn or cells.get("preemptor") is not preemptor:
@@ -134,6 +176,7 @@ class Hooks:
     victim_keys: list[list[Callable[[TaskInfo], Hashable]]] | None
     predicates: list[SimPredicate]
     room: QueueRoom | None
+    limits: dict[Hashable, Limits] = field(default_factory=dict)  # Limits.of per _limits_key
 
 
 _HOOKS: weakref.WeakKeyDictionary[Session, Hooks] = weakref.WeakKeyDictionary()
@@ -293,7 +336,7 @@ def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact
     own = np.isin(chunk, plan.own) if len(plan.own) else np.zeros(len(chunk), dtype=bool)
     slow = [positions[own]]
     left = positions[~own]
-    for tier in range(len(plan.keys)):
+    for tier in range(plan.tiers):
         if not len(left):
             break
         view = plan.view(tier)
@@ -371,7 +414,16 @@ def _fast(ssn: Session, plan: Plan, view: View, part: Part, positions: IntArray)
     part.runs.append((at, view, out.chosen[rows]))
 
 
+# At most this many stale rows are dry-run one by one in Python floats: most preemptors find a
+# row or two stale (the node of the last eviction), where numpy's cost per call would dominate.
+SCALAR_ROWS = 4
+
+
 def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: IntArray) -> None:
+    if len(rows) <= SCALAR_ROWS:
+        for r in rows.tolist():
+            _dry_run_row(ssn.nodes.future, limits, view, out, r)
+        return
     count = view.count[rows]
     depth = int(count.max())
     chosen, cover = dry_run(limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count)
@@ -385,6 +437,72 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
         criteria = _criteria(chosen[cand], view.prio[picked, :depth], view.start[picked, :depth])
         for c, values in enumerate(criteria):
             out.criteria[c][picked] = values
+
+
+def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r: int) -> None:
+    """``dry_run`` and ``_criteria`` for row ``r`` alone, with the same float operations in the
+    same order (Python floats are the same doubles), taken into ``out``."""
+    m = int(view.count[r])
+    cols, qcols = limits.cols, limits.queue_cols
+    need = limits.need.tolist()
+    have: list[float] = future[r, cols].tolist()
+    res: list[list[float]] = view.res[r, :m][:, cols].tolist()
+    n = len(need)
+    full = have
+    for vec in res:  # ValidateVictims: every victim added in order
+        full = [full[c] + vec[c] for c in range(n)]
+    cover = m > 0 and all(need[c] < full[c] + 0.1 for c in range(n))
+    queue: list[list[float]] = []
+    alloc: list[float] = []
+    request: list[float] = []
+    deserved: list[float] = []
+    if qcols is not None:
+        queue = view.queue_vec[r, :m][:, qcols].tolist()
+        alloc, request, deserved = limits.allocated.tolist(), limits.request.tolist(), limits.deserved.tolist()
+    q = len(alloc)
+
+    def fits(have: list[float], alloc: list[float]) -> bool:
+        if not all(need[c] < have[c] + 0.1 for c in range(n)):
+            return False
+        return not any(alloc[c] + request[c] > deserved[c] for c in range(q))
+
+    removed = 0
+    for k in range(m):
+        vec, qv = res[k], queue[k] if q else []
+        have = [have[c] + vec[c] for c in range(n)]
+        alloc = [alloc[c] - qv[c] for c in range(q)]
+        removed = k + 1
+        if fits(have, alloc):
+            break
+    chosen: list[int] = []
+    if cover:
+        for k in range(removed - 1, -1, -1):
+            vec, qv = res[k], queue[k] if q else []
+            back_have = [have[c] - vec[c] for c in range(n)]
+            back_alloc = [alloc[c] + qv[c] for c in range(q)]
+            if fits(back_have, back_alloc):
+                have, alloc = back_have, back_alloc
+            else:
+                have = [back_have[c] + vec[c] for c in range(n)]
+                alloc = [back_alloc[c] - qv[c] for c in range(q)]
+                chosen.append(k)  # descending: the most important victim first
+    out.at[r] = view.filled[r]
+    out.chosen[r] = False
+    out.cand[r] = bool(chosen)
+    if not chosen:
+        return
+    out.chosen[r, chosen] = True
+    prio: list[int] = view.prio[r, :m].tolist()
+    start: list[float] = view.start[r, :m].tolist()
+    highest = max(prio[k] for k in chosen)
+    criteria = (
+        -prio[chosen[0]],
+        -sum(prio[k] + PRIORITY_OFFSET for k in chosen),
+        -len(chosen),
+        min(start[k] for k in chosen if prio[k] == highest),
+    )
+    for c, value in enumerate(criteria):
+        out.criteria[c][r] = value
 
 
 @dataclass(frozen=True)
