@@ -278,9 +278,12 @@ def best_candidate(
     considered last when the scan runs out of nodes."""
     stats = ssn.result.stats
     before = stats.preemption_victims
+    pos, size = 0, max(wanted + wanted // 4, 16)
+    done, best = _quick(ssn, plan, order[:size], len(order) <= size, wanted, ceiling)
+    if done:
+        return best
     parts: list[Part] = []
     found = 0
-    pos, size = 0, max(wanted + wanted // 4, 16)
     while pos < len(order) and found < wanted:
         part = _chunk(ssn, plan, preemptor, order[pos : pos + size], exact)
         pos += len(part.nodes)
@@ -306,6 +309,46 @@ def best_candidate(
     raise AssertionError("the pick is one of the candidates")
 
 
+def _quick(
+    ssn: Session, plan: Plan, chunk: IntArray, whole: bool, wanted: int, ceiling: Callable[[], BoolArray | None]
+) -> tuple[bool, Best | None]:
+    """``best_candidate`` for the common case, with a few array operations: the first chunk
+    (``whole``: all of the order) holds no node of the preemptor's job, the first tier names
+    victims on every node and no row is odd.  (False, None) when that does not hold or the
+    chunk has too few candidates; the general path then decides (filling the same rows)."""
+    if not len(chunk) or len(plan.own):
+        return False, None
+    view = plan.view(0)
+    valid = view.valid[chunk]
+    if not valid.all():
+        plan.rows.fill(view, chunk[~valid], plan.preemptor, plan.keep)
+    count = view.count[chunk]
+    if not count.all() or view.odd[chunk].any():
+        return False, None
+    out = _outcome(view, plan.limits.key)
+    stale = chunk[out.at[chunk] != view.filled[chunk]]
+    if len(stale):
+        _dry_run_rows(ssn, plan.limits, view, out, stale)
+    hits = np.flatnonzero(out.cand[chunk])
+    if len(hits) < wanted and not whole:
+        return False, None
+    hits = hits[:wanted]
+    stats = ssn.result.stats
+    if len(hits) == wanted:
+        stats.preemption_victims = int(count[hits[-1]])  # Volcano: per node considered, the last
+    else:
+        narrow = ceiling()  # the exact path walks only the nodes the ceiling lets through
+        kept = np.flatnonzero(narrow[chunk]) if narrow is not None else [len(chunk) - 1]
+        if len(kept):
+            stats.preemption_victims = int(count[kept[-1]])
+    if not len(hits):
+        return True, None
+    rows = chunk[hits]
+    row = int(rows[_pick([c[rows] for c in out.criteria])])
+    ordered = view.victims[row]
+    return True, Best(row, [ordered[p] for p in np.flatnonzero(out.chosen[row])[::-1].tolist()])
+
+
 def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
     """PreemptableFn's count on the last scanned node the ceiling lets through (the scan went
     through every node: the exact path would have walked only those), None when it lets none."""
@@ -318,14 +361,14 @@ def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None])
 
 
 def _pick(criteria: list[np.ndarray]) -> int:
-    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first."""
-    left = np.arange(len(criteria[0]))
-    for values in criteria:
-        if len(left) == 1:
-            break
-        mine = values[left]
-        left = left[mine == mine.max()]
-    return int(left[0])
+    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first.  That
+    is the last of a stable sort by the criteria, the first criterion the most significant,
+    with the position reversed to break ties."""
+    n = len(criteria[0])
+    if n == 1:
+        return 0
+    keys = (np.arange(n, 0, -1), *criteria[::-1])  # lexsort: the last key is the primary one
+    return int(np.lexsort(keys)[-1])
 
 
 def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact) -> Part:
