@@ -484,25 +484,20 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
 
 def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r: int) -> None:
     """``dry_run`` and ``_criteria`` for row ``r`` alone, with the same float operations in the
-    same order (Python floats are the same doubles), taken into ``out``."""
+    same order (Python floats are the same doubles), taken into ``out``.  Vectors are kept per
+    column: ``res[c][k]`` is victim k's request on checked column c."""
     m = int(view.count[r])
-    cols, qcols = limits.cols, limits.queue_cols
-    need = limits.need.tolist()
-    have: list[float] = future[r, cols].tolist()
-    res: list[list[float]] = view.res[r, :m][:, cols].tolist()
-    n = len(need)
-    full = have
-    for vec in res:  # ValidateVictims: every victim added in order
-        full = [full[c] + vec[c] for c in range(n)]
-    cover = m > 0 and all(need[c] < full[c] + 0.1 for c in range(n))
-    queue: list[list[float]] = []
-    alloc: list[float] = []
-    request: list[float] = []
-    deserved: list[float] = []
-    if qcols is not None:
-        queue = view.queue_vec[r, :m][:, qcols].tolist()
-        alloc, request, deserved = limits.allocated.tolist(), limits.request.tolist(), limits.deserved.tolist()
-    q = len(alloc)
+    need, (alloc, request, deserved) = limits.py_need, limits.py_queue
+    n, q = len(need), len(alloc)
+    res: list[list[float]] = view.res[r, :m, limits.cols].tolist()
+    queue: list[list[float]] = view.queue_vec[r, :m, limits.queue_cols].tolist() if q else []
+    have: list[float] = future[r, limits.cols].tolist()
+    cover = m > 0
+    for c in range(n):  # ValidateVictims: every victim added in order
+        full = have[c]
+        for v in res[c]:
+            full = full + v
+        cover = cover and need[c] < full + 0.1
 
     def fits(have: list[float], alloc: list[float]) -> bool:
         if not all(need[c] < have[c] + 0.1 for c in range(n)):
@@ -511,23 +506,21 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
 
     removed = 0
     for k in range(m):
-        vec, qv = res[k], queue[k] if q else []
-        have = [have[c] + vec[c] for c in range(n)]
-        alloc = [alloc[c] - qv[c] for c in range(q)]
+        have = [have[c] + res[c][k] for c in range(n)]
+        alloc = [alloc[c] - queue[c][k] for c in range(q)]
         removed = k + 1
         if fits(have, alloc):
             break
     chosen: list[int] = []
     if cover:
         for k in range(removed - 1, -1, -1):
-            vec, qv = res[k], queue[k] if q else []
-            back_have = [have[c] - vec[c] for c in range(n)]
-            back_alloc = [alloc[c] + qv[c] for c in range(q)]
+            back_have = [have[c] - res[c][k] for c in range(n)]
+            back_alloc = [alloc[c] + queue[c][k] for c in range(q)]
             if fits(back_have, back_alloc):
                 have, alloc = back_have, back_alloc
             else:
-                have = [back_have[c] + vec[c] for c in range(n)]
-                alloc = [back_alloc[c] - qv[c] for c in range(q)]
+                have = [back_have[c] + res[c][k] for c in range(n)]
+                alloc = [back_alloc[c] - queue[c][k] for c in range(q)]
                 chosen.append(k)  # descending: the most important victim first
     out.at[r] = view.filled[r]
     out.chosen[r] = False
@@ -561,6 +554,15 @@ class Limits:
     request: FloatArray
     deserved: FloatArray
     key: bytes
+
+    # The same as Python floats, for one row's dry run: need; (allocated, request, deserved).
+    py_need: list[float] = field(init=False, compare=False)
+    py_queue: tuple[list[float], list[float], list[float]] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "py_need", self.need.tolist())
+        queue = (self.allocated.tolist(), self.request.tolist(), self.deserved.tolist())
+        object.__setattr__(self, "py_queue", queue if self.queue_cols is not None else ([], [], []))
 
     @classmethod
     def of(cls, task: TaskInfo, room: Room | None) -> Limits:
