@@ -155,34 +155,37 @@ class VictimRows:
         infos, now = self.ssn.nodes.infos, self.ssn.now
         width = view.res.shape[2]
         fns = self.ssn.chain(P.PREEMPTABLE)[view.tier]
+        # Every row is recomputed (``filled`` bumped), odd or not.
+        view.valid[rows] = True
+        view.filled[rows] += 1
         for i in rows.tolist():
             cands = [t for t in infos[i].tasks.values() if keep(t)]
             named = P.tier_victims(fns, (preemptor, cands)) or []
-            view.valid[i] = True
-            view.filled[i] += 1
-            ids = {id(t) for t in cands}
             ordered = self._in_victim_order(named, preemptor)
             prios = [pod_priority(t) for t in ordered]
             # Victims the callbacks invented, odd vectors or priorities: the exact path decides.
-            view.odd[i] = any(id(t) not in ids or len(t.res_vec) != width for t in ordered) or any(
-                abs(p) >= PRIORITY_LIMIT for p in prios
+            odd = (
+                not set(map(id, cands)).issuperset(map(id, ordered))
+                or any(len(t.res_vec) != width for t in ordered)
+                or any(abs(p) >= PRIORITY_LIMIT for p in prios)
             )
+            view.odd[i] = odd
             view.victims[i] = ordered
             m = len(ordered)
             view.count[i] = m
-            if view.odd[i]:
+            if odd:
                 continue
             view.deepen(m)
-            view.res[i] = 0.0
-            view.queue_vec[i] = 0.0
-            view.prio[i] = 0
-            view.start[i] = 0.0
             if m:
-                view.res[i, :m] = np.stack([t.res_vec for t in ordered])
+                view.res[i, :m] = [t.res_vec for t in ordered]
                 view.queue_vec[i, :m] = [(t.resreq.milli_cpu, t.resreq.memory) for t in ordered]
                 view.prio[i, :m] = prios
                 view.start[i, :m] = [start_time(t, now) for t in ordered]
-
+            # Padding stays zero (dry runs add it).
+            view.res[i, m:] = 0.0
+            view.queue_vec[i, m:] = 0.0
+            view.prio[i, m:] = 0
+            view.start[i, m:] = 0.0
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
         """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue
@@ -193,13 +196,16 @@ class VictimRows:
         if len(named) < 2:
             return list(named)
         ssn = self.ssn
-        by_job = self._job_keys
-        if by_job is None:
-            return in_victim_order(ssn, named, preemptor)
         task_key = ssn.task_sort_key(named)
+        first = named[0].job
+        if task_key is not None and all(t.job == first for t in named):
+            return sorted(named, key=task_key, reverse=True)  # one job: reverse task order alone
+        by_job = self._job_keys
+        if by_job is None or task_key is None:
+            return in_victim_order(ssn, named, preemptor)
         jobs = ssn.jobs
         queues = {j.queue if (j := jobs.get(t.job)) is not None else None for t in named}
-        if task_key is None or len(queues) != 1 or None in queues:
+        if len(queues) != 1 or None in queues:
             return in_victim_order(ssn, named, preemptor)
         job_key: dict[str, tuple[Any, ...]] = {}
         for t in named:
