@@ -306,3 +306,14 @@ def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
         criteria = [[c[r] for r in range(rows) if cand[r]] for c in out.criteria]
         got.append((out.at.tolist(), cand, out.chosen.tolist(), [np.asarray(c).tolist() for c in criteria]))
     assert got[0] == got[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(0, 59), st.integers(1, 40))
+def test_the_scan_head_is_the_start_of_the_scan(possible: list[bool], offset: int, k: int) -> None:
+    nodes = np.arange(len(possible), dtype=np.intp)[::-1].copy()
+    scan = preempt_topology_fast.ScanOrder(nodes, np.array(possible), offset % len(possible))
+    head, whole = scan.head(k)
+    full = scan.full()
+    assert head.tolist() == full[:k].tolist()
+    assert not whole or len(full) <= k

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from lahar_scheduler.actions import preempt_topology_fast
 from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
 from lahar_scheduler.actions.preempt_topology_cache import pod_priority, start_time
@@ -139,9 +137,8 @@ def _fast(
     plan = preempt_topology_fast.plan(ssn, state, preemptor, queue, keep)
     if plan is None:
         return False, None
-    # Possible nodes in scan order, all dry-run together.
-    order = np.concatenate((nodes[offset:], nodes[:offset]))
-    order = order[possible[order]]
+    # Possible nodes in scan order, dry-run together.
+    order = preempt_topology_fast.ScanOrder(nodes, possible, offset)
 
     def exact(node: NodeInfo) -> list[TaskInfo] | None:
         return select_victims(ssn, state, preemptor, queue, node, keep)

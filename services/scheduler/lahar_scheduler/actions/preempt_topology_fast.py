@@ -263,25 +263,51 @@ class Best:
     victims: list[TaskInfo]  # most important first
 
 
+class ScanOrder:
+    """The possible nodes in scan order: ``nodes`` from ``offset`` on, wrapping around.  Most
+    scans stop early, so the head is built from a window of nodes rather than all of them."""
+
+    __slots__ = ("nodes", "offset", "possible")
+
+    def __init__(self, nodes: IntArray, possible: BoolArray, offset: int) -> None:
+        self.nodes, self.possible, self.offset = nodes, possible, offset
+
+    def full(self) -> IntArray:
+        order = np.concatenate((self.nodes[self.offset :], self.nodes[: self.offset]))
+        return order[self.possible[order]]
+
+    def head(self, k: int) -> tuple[IntArray, bool]:
+        """The first ``k`` possible nodes, and whether they are all of them."""
+        n = len(self.nodes)
+        if 2 * k < n:
+            window = self.nodes.take(np.arange(self.offset, self.offset + 2 * k), mode="wrap")
+            window = window[self.possible[window]]
+            if len(window) >= k:
+                return window[:k], False
+        order = self.full()
+        return order[:k], len(order) <= k
+
+
 def best_candidate(
     ssn: Session,
     plan: Plan,
     preemptor: TaskInfo,
-    order: IntArray,
+    scan: ScanOrder,
     wanted: int,
     exact: Exact,
     ceiling: Callable[[], BoolArray | None] = lambda: None,
 ) -> Best | None:
-    """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
-    then pick one by kube's criteria (first found on ties).  ``ceiling`` (see
+    """Dry-run the possible nodes in scan order until ``wanted`` candidates are found, then
+    pick one by kube's criteria (first found on ties).  ``ceiling`` (see
     preempt_topology.topology_preempt) only says which node the exact path would have
     considered last when the scan runs out of nodes."""
     stats = ssn.result.stats
     before = stats.preemption_victims
     pos, size = 0, max(wanted + wanted // 4, 16)
-    done, best = _quick(ssn, plan, order[:size], len(order) <= size, wanted, ceiling)
+    done, best = _quick(ssn, plan, *scan.head(size), wanted, ceiling)
     if done:
         return best
+    order = scan.full()
     parts: list[Part] = []
     found = 0
     while pos < len(order) and found < wanted:
