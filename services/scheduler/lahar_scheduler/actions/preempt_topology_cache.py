@@ -114,6 +114,7 @@ class VictimRows:
         self._views: dict[Hashable, View] = {}
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
         self._job_keys = _job_keys(ssn)
+        self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
@@ -195,24 +196,55 @@ class VictimRows:
         in which the victim heap pops exactly as the sort does."""
         if len(named) < 2:
             return list(named)
+        try:
+            return self._sorted(named)
+        except _Unkeyed:
+            return in_victim_order(self.ssn, named, preemptor)
+
+    def _sorted(self, named: list[TaskInfo]) -> list[TaskInfo]:
         ssn = self.ssn
-        task_key = ssn.task_sort_key(named)
+        task_key = self._task_key(named)
         first = named[0].job
-        if task_key is not None and all(t.job == first for t in named):
-            return sorted(named, key=task_key, reverse=True)  # one job: reverse task order alone
+        if all(t.job == first for t in named):
+            return _sort(named, task_key)  # one job: reverse task order alone
         by_job = self._job_keys
-        if by_job is None or task_key is None:
-            return in_victim_order(ssn, named, preemptor)
+        if by_job is None:
+            raise _Unkeyed
         jobs = ssn.jobs
         queues = {j.queue if (j := jobs.get(t.job)) is not None else None for t in named}
         if len(queues) != 1 or None in queues:
-            return in_victim_order(ssn, named, preemptor)
+            raise _Unkeyed  # victim queue order, or a job gone: the heap's cases
         job_key: dict[str, tuple[Any, ...]] = {}
         for t in named:
             if t.job not in job_key:
                 job = jobs[t.job]
                 job_key[t.job] = tuple(k(job) for k in by_job)
-        return sorted(named, key=lambda t: (job_key[t.job], task_key(t)), reverse=True)
+        return _sort(named, lambda t: (job_key[t.job], task_key(t)))
+
+    def _task_key(self, named: list[TaskInfo]) -> Callable[[TaskInfo], tuple[Any, ...]]:
+        """``Session.task_sort_key`` for ``named``: the key it makes for one set of tasks orders
+        any tasks with an index (a creation stamp it has not seen is parsed when met), so the
+        first one made is kept."""
+        if any(t.index is None for t in named):
+            raise _Unkeyed
+        key = self._shared_task_key
+        if key is None:
+            key = self._shared_task_key = self.ssn.task_sort_key(named)
+            if key is None:
+                raise _Unkeyed
+        return key
+
+
+class _Unkeyed(Exception):
+    """The victims have no sort key (the victim heap orders them)."""
+
+
+def _sort(named: list[TaskInfo], key: Callable[[TaskInfo], Any]) -> list[TaskInfo]:
+    """Descending by ``key``; a creation stamp that does not parse leaves it to the heap."""
+    try:
+        return sorted(named, key=key, reverse=True)
+    except ValueError as e:
+        raise _Unkeyed from e
 
 
 def _job_keys(ssn: Session) -> list[Callable[[JobInfo], Any]] | None:
