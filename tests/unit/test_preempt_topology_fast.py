@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from lahar_scheduler.actions import preempt_topology_fast
 from lahar_scheduler.actions.preempt_topology_cache import View, rows_for
 from lahar_scheduler.bench_preempt import cluster
-from lahar_scheduler.core import PLUGINS, load_conf, run_session
+from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.victims import in_victim_order
+from lahar_scheduler.plugins import PLUGINS
 from lahar_scheduler.simulation import Cluster
 
 GROUP = "scheduling.k8s.io/group-name"
@@ -317,3 +318,22 @@ def test_the_scan_head_is_the_start_of_the_scan(possible: list[bool], offset: in
     full = scan.full()
     assert head.tolist() == full[:k].tolist()
     assert not whole or len(full) <= k
+
+
+def test_the_fast_path_leaves_the_victim_ceiling_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ceiling only spares the exact path's dry runs: when the fast path decides every
+    preemptor (the bench's cluster, enough candidates each time), it is never computed."""
+    from lahar_scheduler.bench_preempt import TOPOLOGY_CONF
+    from lahar_scheduler.framework.ceiling import VictimCeiling
+
+    asked: list[str] = []
+    real = VictimCeiling.fits
+
+    def counting(self: VictimCeiling, preemptor: Any, queue: str) -> Any:
+        asked.append(preemptor.name)
+        return real(self, preemptor, queue)
+
+    monkeypatch.setattr(VictimCeiling, "fits", counting)
+    result = run_session(cluster(60, 60), load_conf(TOPOLOGY_CONF), uid="t")
+    assert len(result.evictions) == 60
+    assert asked == []
