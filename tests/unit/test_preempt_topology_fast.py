@@ -4,8 +4,10 @@ order, pipeline the same preemptors on the same nodes and count the same statist
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from evict_builders import _decode, node, podgroup, priority_class, queue
@@ -13,9 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lahar_scheduler.actions import preempt_topology_fast
+from lahar_scheduler.actions.preempt_topology_cache import View, rows_for
 from lahar_scheduler.bench_preempt import cluster
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.conf import SchedulerConf
+from lahar_scheduler.framework.session import Session
+from lahar_scheduler.framework.victims import in_victim_order
+from lahar_scheduler.plugins import PLUGINS
 from lahar_scheduler.simulation import Cluster
 
 GROUP = "scheduling.k8s.io/group-name"
@@ -234,3 +240,100 @@ def test_ties_go_to_the_node_whose_oldest_victim_started_last(fast: bool, monkey
     evictions, pipelined, *_ = outcome(objs, cfg, fast, monkeypatch)
     assert pipelined == {"c1/w": "n1"}
     assert sorted(k for k, _ in evictions) == ["c1/c", "c1/d"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(contended(), st.sampled_from([BENCH_TIERS, ONE_TIER, NO_QUEUE]), st.data())
+def test_cached_rows_order_victims_as_the_victim_heap(objs: list[Any], tiers: list[list[str]], data: Any) -> None:
+    """The rows sort victims by the orders' keys; that is the order the victim heap pops them in,
+    for tasks of several jobs, priorities and start times on one node."""
+    ssn = Session(Cluster(objs).snapshot(), topology_conf(tiers, 100, False), dict(PLUGINS)).open()
+    rows = rows_for(ssn)
+    pending = [t for job in ssn.jobs.values() for t in job.tasks.values() if not t.node_name]
+    preemptor = data.draw(st.sampled_from(pending))
+    for info in ssn.nodes.infos:
+        by_queue: dict[str, list[Any]] = {}
+        for t in info.tasks.values():
+            by_queue.setdefault(ssn.jobs[t.job].queue, []).append(t)
+        for tasks in by_queue.values():
+            keyed = rows._in_victim_order(tasks, preemptor)
+            assert [t.uid for t in keyed] == [t.uid for t in in_victim_order(ssn, tasks, preemptor)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
+    """A few stale rows are dry-run one by one in Python floats: the same victims, candidates
+    and criteria as the numpy dry run of all rows at once."""
+    rows, depth, width = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 5)), 3
+    floats = st.sampled_from([0.0, 0.5, 1.0, 1.95, 2.0, 3.0, 4.05, 1e-3, 1000.0])
+    arrays = st.lists(floats, min_size=rows * depth * width, max_size=rows * depth * width)
+    view = View(0, rows, width, 0, 0)
+    view.deepen(depth)
+    view.count[:] = data.draw(st.lists(st.integers(0, depth), min_size=rows, max_size=rows))
+    view.res[:, :depth] = np.reshape(data.draw(arrays), (rows, depth, width))
+    view.queue_vec[:, :depth] = view.res[:, :depth, :2] * data.draw(st.sampled_from([1.0, 0.5]))
+    for r, m in enumerate(view.count.tolist()):
+        view.res[r, m:] = 0.0
+        view.queue_vec[r, m:] = 0.0
+    view.prio[:, :depth] = np.reshape(
+        data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth)
+    )
+    view.start[:, :depth] = np.reshape(
+        data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=rows * depth, max_size=rows * depth)),
+        (rows, depth),
+    )
+    view.filled[:] = 1
+    future = np.reshape(data.draw(st.lists(floats, min_size=rows * width, max_size=rows * width)), (rows, width))
+    cols = np.array(data.draw(st.sampled_from([[0, 1], [0, 1, 2], [1]])), dtype=np.intp)
+    need = np.array(data.draw(st.lists(floats, min_size=len(cols), max_size=len(cols))))
+    if data.draw(st.booleans()):
+        qcols = np.array(data.draw(st.sampled_from([[0, 1], [0], [1]])), dtype=np.intp)
+        allocated, request, deserved = (
+            np.array(data.draw(st.lists(floats, min_size=len(qcols), max_size=len(qcols)))) for _ in range(3)
+        )
+        limits = preempt_topology_fast.Limits(cols, need, qcols, allocated, request, deserved, b"")
+    else:
+        empty = np.zeros(0)
+        limits = preempt_topology_fast.Limits(cols, need, None, empty, empty, empty, b"")
+    ssn: Any = SimpleNamespace(nodes=SimpleNamespace(future=future))
+    got = []
+    for scalar in (0, rows):
+        out = preempt_topology_fast.Outcome(rows, view.res.shape[1])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(preempt_topology_fast, "SCALAR_ROWS", scalar)
+            preempt_topology_fast._dry_run_rows(ssn, limits, view, out, np.arange(rows))
+        cand = out.cand.tolist()
+        criteria = [[c[r] for r in range(rows) if cand[r]] for c in out.criteria]
+        got.append((out.at.tolist(), cand, out.chosen.tolist(), [np.asarray(c).tolist() for c in criteria]))
+    assert got[0] == got[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(0, 59), st.integers(1, 40))
+def test_the_scan_head_is_the_start_of_the_scan(possible: list[bool], offset: int, k: int) -> None:
+    nodes = np.arange(len(possible), dtype=np.intp)[::-1].copy()
+    scan = preempt_topology_fast.ScanOrder(nodes, np.array(possible), offset % len(possible))
+    head, whole = scan.head(k)
+    full = scan.full()
+    assert head.tolist() == full[:k].tolist()
+    assert not whole or len(full) <= k
+
+
+def test_the_fast_path_leaves_the_victim_ceiling_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ceiling only spares the exact path's dry runs: when the fast path decides every
+    preemptor (the bench's cluster, enough candidates each time), it is never computed."""
+    from lahar_scheduler.bench_preempt import TOPOLOGY_CONF
+    from lahar_scheduler.framework.ceiling import VictimCeiling
+
+    asked: list[str] = []
+    real = VictimCeiling.fits
+
+    def counting(self: VictimCeiling, preemptor: Any, queue: str) -> Any:
+        asked.append(preemptor.name)
+        return real(self, preemptor, queue)
+
+    monkeypatch.setattr(VictimCeiling, "fits", counting)
+    result = run_session(cluster(60, 60), load_conf(TOPOLOGY_CONF), uid="t")
+    assert len(result.evictions) == 60
+    assert asked == []

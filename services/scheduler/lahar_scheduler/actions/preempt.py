@@ -221,14 +221,19 @@ class PreemptAction(Action):
             )
         nodes = preempt_nodes(ssn, preemptor, self.verdicts)
         bound = possible  # before the ceiling: the queue's message below is about it alone
-        if not isinstance(keep, _SameJob) and (self.args.topology_aware or self.wasteful):
+        if not isinstance(keep, _SameJob) and not self.args.topology_aware and self.wasteful:
             ceiling = self.ceiling.fits(preemptor, job.queue)
             if ceiling is not None:
                 # Nodes where no plugin could name enough victims: walking them finds nothing
                 # (both paths skip a node whose victims cannot cover the preemptor).
                 possible = possible & ceiling
         if self.args.topology_aware:
-            if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt):
+            # The ceiling is asked only by the dry runs that want it: the fast path dry-runs its
+            # nodes from cached rows, where the ceiling would cost more than the nodes it spares.
+            def narrow() -> BoolArray | None:
+                return None if isinstance(keep, _SameJob) else self.ceiling.fits(preemptor, job.queue)
+
+            if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt, narrow):
                 return True
             return self._miss(preemptor, "topology-aware preemption found no node whose victims make room")
         # The queue must free this much before the preemptor may join it: nodes whose evictable

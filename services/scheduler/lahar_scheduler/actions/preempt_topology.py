@@ -16,10 +16,9 @@ exact node-by-node path every other case takes (and the one the fast path is tes
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from lahar_scheduler.actions import preempt_topology_fast
 from lahar_scheduler.actions.evictutil import TaskFilter, fits_vector, victims_cover
@@ -61,7 +60,12 @@ def topology_preempt(
     possible: BoolArray,
     args: PreemptArgs,
     salt: int,
+    ceiling: Callable[[], BoolArray | None] = lambda: None,
 ) -> bool:
+    """Dry-run nodes for ``preemptor`` and, if some node is a candidate, evict the chosen one's
+    victims and pipeline it there.  ``possible`` are the nodes whose victims could cover it at
+    all; ``ceiling`` (asked only when needed) narrows them to nodes where the victim callbacks
+    could name enough: a node it rules out is never a candidate, it only spares dry runs."""
     if not len(nodes):
         return False
     queue = ssn.queues[ssn.jobs[preemptor.job].queue]
@@ -70,8 +74,11 @@ def topology_preempt(
     # generator), so skipping an attempt elsewhere does not shift this one's nodes.
     offset = random.Random(f"{salt}/{preemptor.uid}").randrange(len(nodes))
     wanted = num_candidates(len(nodes), args)
-    decided, best = _fast(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
+    decided, best = _fast(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted, ceiling)
     if not decided:
+        narrow = ceiling()
+        if narrow is not None:
+            possible = possible & narrow
         found = _walk(ssn, state, preemptor, queue, keep, nodes, possible, offset, wanted)
         best = pick_one(found, ssn.now) if found else None
     if best is None:
@@ -121,21 +128,23 @@ def _fast(
     possible: BoolArray,
     offset: int,
     wanted: int,
+    ceiling: Callable[[], BoolArray | None],
 ) -> tuple[bool, Candidate | None]:
     """The fast path (see preempt_topology_fast): (True, the best candidate or None when there
-    is none), or (False, None) when the exact path must decide."""
+    is none), or (False, None) when the exact path must decide.  It dry-runs without the
+    ceiling (the candidates are the same) and asks it only to count the statistics as the
+    exact path, which walks the narrowed nodes, does."""
     plan = preempt_topology_fast.plan(ssn, state, preemptor, queue, keep)
     if plan is None:
         return False, None
-    # Possible nodes in scan order, all dry-run together.
-    order = np.concatenate((nodes[offset:], nodes[:offset]))
-    order = order[possible[order]]
+    # Possible nodes in scan order, dry-run together.
+    order = preempt_topology_fast.ScanOrder(nodes, possible, offset)
 
     def exact(node: NodeInfo) -> list[TaskInfo] | None:
         return select_victims(ssn, state, preemptor, queue, node, keep)
 
     try:
-        got = preempt_topology_fast.best_candidate(ssn, plan, preemptor, order, wanted, exact)
+        got = preempt_topology_fast.best_candidate(ssn, plan, preemptor, order, wanted, exact, ceiling)
     except preempt_topology_fast.OutOfRange:
         return False, None
     return True, None if got is None else Candidate(ssn.node_list[got.node], got.victims)

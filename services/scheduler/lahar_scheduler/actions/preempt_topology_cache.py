@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.snapshot import parse_time
+from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 from lahar_scheduler.framework.victims import in_victim_order
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.evictutil import TaskFilter
-    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
 
 # Pod priorities are int32 in kube; a larger one could overflow the int64 sums, so its row
@@ -111,17 +113,24 @@ class VictimRows:
         self.ssn = ssn
         self._views: dict[Hashable, View] = {}
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
+        self._job_keys = _job_keys(ssn)
+        self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
         job = self.ssn.jobs.get(task.job)
         if job is None:
             return
-        by_name = self.ssn.nodes.by_name
+        # A row reads the state of its candidates' jobs only (the tasks preempt may take are
+        # Bound or Running), so the nodes of the job's other tasks (e.g. a gang's pipelined
+        # ones) keep their rows.  A task's own move changes its nodes, which the node table
+        # records; its node is marked besides, for a move the table does not record.
+        by_name, dirty = self.ssn.nodes.by_name, self._dirty
         for t in job.tasks.values():
-            node = by_name.get(t.node_name) if t.node_name else None
-            if node is not None:
-                self._dirty.append(node.index)
+            if t.node_name and (t.status in PREEMPTABLE_STATUSES or t is task):
+                node = by_name.get(t.node_name)
+                if node is not None:
+                    dirty.append(node.index)
 
     def view(self, tier: int, key: Hashable) -> View:
         """The view of ``tier`` for ``key``, rows of nodes that changed since its last use
@@ -147,33 +156,105 @@ class VictimRows:
         infos, now = self.ssn.nodes.infos, self.ssn.now
         width = view.res.shape[2]
         fns = self.ssn.chain(P.PREEMPTABLE)[view.tier]
+        # Every row is recomputed (``filled`` bumped), odd or not.
+        view.valid[rows] = True
+        view.filled[rows] += 1
         for i in rows.tolist():
             cands = [t for t in infos[i].tasks.values() if keep(t)]
             named = P.tier_victims(fns, (preemptor, cands)) or []
-            view.valid[i] = True
-            view.filled[i] += 1
-            ids = {id(t) for t in cands}
-            ordered = in_victim_order(self.ssn, named, preemptor)
+            ordered = self._in_victim_order(named, preemptor)
             prios = [pod_priority(t) for t in ordered]
             # Victims the callbacks invented, odd vectors or priorities: the exact path decides.
-            view.odd[i] = any(id(t) not in ids or len(t.res_vec) != width for t in ordered) or any(
-                abs(p) >= PRIORITY_LIMIT for p in prios
+            odd = (
+                not set(map(id, cands)).issuperset(map(id, ordered))
+                or any(len(t.res_vec) != width for t in ordered)
+                or any(abs(p) >= PRIORITY_LIMIT for p in prios)
             )
+            view.odd[i] = odd
             view.victims[i] = ordered
             m = len(ordered)
             view.count[i] = m
-            if view.odd[i]:
+            if odd:
                 continue
             view.deepen(m)
-            view.res[i] = 0.0
-            view.queue_vec[i] = 0.0
-            view.prio[i] = 0
-            view.start[i] = 0.0
             if m:
-                view.res[i, :m] = np.stack([t.res_vec for t in ordered])
+                view.res[i, :m] = [t.res_vec for t in ordered]
                 view.queue_vec[i, :m] = [(t.resreq.milli_cpu, t.resreq.memory) for t in ordered]
                 view.prio[i, :m] = prios
                 view.start[i, :m] = [start_time(t, now) for t in ordered]
+            # Padding stays zero (dry runs add it).
+            view.res[i, m:] = 0.0
+            view.queue_vec[i, m:] = 0.0
+            view.prio[i, m:] = 0
+            view.start[i, m:] = 0.0
+
+    def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
+        """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue
+        are taken in reverse job order by the job-order callbacks alone, then in reverse task
+        order (framework/victims.py); with ``ByKey`` callbacks that is the descending order of
+        (their job keys, the task's sort key), a strict order (the task key ends with the uid),
+        in which the victim heap pops exactly as the sort does."""
+        if len(named) < 2:
+            return list(named)
+        try:
+            return self._sorted(named)
+        except _Unkeyed:
+            return in_victim_order(self.ssn, named, preemptor)
+
+    def _sorted(self, named: list[TaskInfo]) -> list[TaskInfo]:
+        ssn = self.ssn
+        task_key = self._task_key(named)
+        first = named[0].job
+        if all(t.job == first for t in named):
+            return _sort(named, task_key)  # one job: reverse task order alone
+        by_job = self._job_keys
+        if by_job is None:
+            raise _Unkeyed
+        jobs = ssn.jobs
+        queues = {j.queue if (j := jobs.get(t.job)) is not None else None for t in named}
+        if len(queues) != 1 or None in queues:
+            raise _Unkeyed  # victim queue order, or a job gone: the heap's cases
+        job_key: dict[str, tuple[Any, ...]] = {}
+        for t in named:
+            if t.job not in job_key:
+                job = jobs[t.job]
+                job_key[t.job] = tuple(k(job) for k in by_job)
+        return _sort(named, lambda t: (job_key[t.job], task_key(t)))
+
+    def _task_key(self, named: list[TaskInfo]) -> Callable[[TaskInfo], tuple[Any, ...]]:
+        """``Session.task_sort_key`` for ``named``: the key it makes for one set of tasks orders
+        any tasks with an index (a creation stamp it has not seen is parsed when met), so the
+        first one made is kept."""
+        if any(t.index is None for t in named):
+            raise _Unkeyed
+        key = self._shared_task_key
+        if key is None:
+            key = self._shared_task_key = self.ssn.task_sort_key(named)
+            if key is None:
+                raise _Unkeyed
+        return key
+
+
+class _Unkeyed(Exception):
+    """The victims have no sort key (the victim heap orders them)."""
+
+
+def _sort(named: list[TaskInfo], key: Callable[[TaskInfo], Any]) -> list[TaskInfo]:
+    """Descending by ``key``; a creation stamp that does not parse leaves it to the heap."""
+    try:
+        return sorted(named, key=key, reverse=True)
+    except ValueError as e:
+        raise _Unkeyed from e
+
+
+def _job_keys(ssn: Session) -> list[Callable[[JobInfo], Any]] | None:
+    """The job-order callbacks' keys when every one is a ``ByKey``."""
+    keys = []
+    for fn in ssn.callbacks(P.JOB_ORDER):
+        if not isinstance(fn, ByKey):
+            return None
+        keys.append(fn.key)
+    return keys
 
 
 _ROWS: weakref.WeakKeyDictionary[Session, VictimRows] = weakref.WeakKeyDictionary()

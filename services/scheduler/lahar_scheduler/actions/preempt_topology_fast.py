@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import CodeType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # Tests switch this off to compare with the exact path.
 ENABLED = True
 PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before summing
+LIMITS = 64  # preemptor shapes whose Limits are kept
 
 # One dry run of one node, exactly: the chosen victims (most important first) or None.
 Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
@@ -68,18 +70,42 @@ class OutOfRange(Exception):
     the criteria do not fit the arrays: the caller redoes the preemptor on the exact path."""
 
 
-@dataclass
 class Plan:
-    """What a preemptor's fast dry runs need."""
+    """What a preemptor's fast dry runs need.  A tier's view key is taken when the scan first
+    reaches the tier (most preemptors find victims in the first): nothing the keys read changes
+    while one preemptor's nodes are dry-run."""
 
-    rows: VictimRows
-    keys: list[Hashable]  # per PreemptableFn tier, its view's key
-    keep: TaskFilter
-    limits: Limits
-    own: IntArray  # nodes where the preemptor's job has an evictable task
+    __slots__ = ("_keys", "base", "keep", "limits", "of", "own", "preemptor", "rows")
+
+    def __init__(
+        self,
+        rows: VictimRows,
+        of: list[list[Callable[[TaskInfo], Hashable]]],
+        base: Hashable,
+        preemptor: TaskInfo,
+        keep: TaskFilter,
+        limits: Limits,
+        own: IntArray,
+    ) -> None:
+        self.rows, self.of, self.base, self.preemptor = rows, of, base, preemptor
+        self.keep = keep
+        self.limits = limits
+        self.own = own  # nodes where the preemptor's job has an evictable task
+        self._keys: dict[int, Hashable] = {}
+
+    @property
+    def tiers(self) -> int:
+        return len(self.of)
+
+    def key(self, tier: int) -> Hashable:
+        """The view key of PreemptableFn's ``tier`` for this preemptor."""
+        got = self._keys.get(tier)
+        if got is None:
+            got = self._keys[tier] = (self.base, tier, tuple(of(self.preemptor) for of in self.of[tier]))
+        return got
 
     def view(self, tier: int) -> View:
-        return self.rows.view(tier, self.keys[tier])
+        return self.rows.view(tier, self.key(tier))
 
 
 def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo, keep: TaskFilter) -> Plan | None:
@@ -97,7 +123,6 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
         if room is None:
             return None
     base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
-    keys: list[Hashable] = [(base, t, tuple(of(preemptor) for of in tier)) for t, tier in enumerate(hooks.victim_keys)]
     by_name = ssn.nodes.by_name
     own = np.array(
         [
@@ -107,7 +132,22 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
         ],
         dtype=np.intp,
     )
-    return Plan(rows_for(ssn), keys, keep, Limits.of(preemptor, room), own)
+    shape = _limits_key(preemptor, room)
+    limits = hooks.limits.get(shape)
+    if limits is None:
+        if len(hooks.limits) >= LIMITS:
+            hooks.limits.clear()  # the queue's allocation moved on: old shapes rarely return
+        limits = hooks.limits[shape] = Limits.of(preemptor, room)
+    return Plan(rows_for(ssn), hooks.victim_keys, base, preemptor, keep, limits, own)
+
+
+def _limits_key(task: TaskInfo, room: Room | None) -> Hashable:
+    """What ``Limits.of`` reads: equal keys, equal limits."""
+    return (task.fit_cols.tobytes(), task.init_vec.tobytes(), room)
+
+
+# The code of preempt's other-jobs filter (its inner function), taken once.
+_OTHER_JOBS: list[CodeType] = []
 
 
 def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
@@ -116,8 +156,10 @@ def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> st
     preemptor's own job left out); None for any other filter."""
     from lahar_scheduler.actions import preempt  # preempt imports this module
 
+    if not _OTHER_JOBS:
+        _OTHER_JOBS.append(preempt.other_jobs_filter(ssn, preemptor, "").__code__)
     code = getattr(keep, "__code__", None)
-    if code is None or code is not preempt.other_jobs_filter(ssn, preemptor, "").__code__:
+    if code is None or code is not _OTHER_JOBS[0]:
         return None
     cells = dict(zip(code.co_freevars, (c.cell_contents for c in getattr(keep, "__closure__", ())), strict=True))
     if cells.get("ssn") is not ssn or cells.get("preemptor") is not preemptor:
@@ -134,6 +176,7 @@ class Hooks:
     victim_keys: list[list[Callable[[TaskInfo], Hashable]]] | None
     predicates: list[SimPredicate]
     room: QueueRoom | None
+    limits: dict[Hashable, Limits] = field(default_factory=dict)  # Limits.of per _limits_key
 
 
 _HOOKS: weakref.WeakKeyDictionary[Session, Hooks] = weakref.WeakKeyDictionary()
@@ -220,14 +263,53 @@ class Best:
     victims: list[TaskInfo]  # most important first
 
 
+class ScanOrder:
+    """The possible nodes in scan order: ``nodes`` from ``offset`` on, wrapping around.  Most
+    scans stop early, so the head is built from a window of nodes rather than all of them."""
+
+    __slots__ = ("nodes", "offset", "possible")
+
+    def __init__(self, nodes: IntArray, possible: BoolArray, offset: int) -> None:
+        self.nodes, self.possible, self.offset = nodes, possible, offset
+
+    def full(self) -> IntArray:
+        order = np.concatenate((self.nodes[self.offset :], self.nodes[: self.offset]))
+        return order[self.possible[order]]
+
+    def head(self, k: int) -> tuple[IntArray, bool]:
+        """The first ``k`` possible nodes, and whether they are all of them."""
+        n = len(self.nodes)
+        if 2 * k < n:
+            window = self.nodes.take(np.arange(self.offset, self.offset + 2 * k), mode="wrap")
+            window = window[self.possible[window]]
+            if len(window) >= k:
+                return window[:k], False
+        order = self.full()
+        return order[:k], len(order) <= k
+
+
 def best_candidate(
-    ssn: Session, plan: Plan, preemptor: TaskInfo, order: IntArray, wanted: int, exact: Exact
+    ssn: Session,
+    plan: Plan,
+    preemptor: TaskInfo,
+    scan: ScanOrder,
+    wanted: int,
+    exact: Exact,
+    ceiling: Callable[[], BoolArray | None] = lambda: None,
 ) -> Best | None:
-    """Dry-run ``order`` (possible nodes in scan order) until ``wanted`` candidates are found,
-    then pick one by kube's criteria (first found on ties)."""
+    """Dry-run the possible nodes in scan order until ``wanted`` candidates are found, then
+    pick one by kube's criteria (first found on ties).  ``ceiling`` (see
+    preempt_topology.topology_preempt) only says which node the exact path would have
+    considered last when the scan runs out of nodes."""
+    stats = ssn.result.stats
+    before = stats.preemption_victims
+    pos, size = 0, max(wanted + wanted // 4, 16)
+    done, best = _quick(ssn, plan, *scan.head(size), wanted, ceiling)
+    if done:
+        return best
+    order = scan.full()
     parts: list[Part] = []
     found = 0
-    pos, size = 0, max(wanted + wanted // 4, 16)
     while pos < len(order) and found < wanted:
         part = _chunk(ssn, plan, preemptor, order[pos : pos + size], exact)
         pos += len(part.nodes)
@@ -238,7 +320,9 @@ def best_candidate(
         found += int(part.cand.sum())
         parts.append(part)
     if parts:
-        ssn.result.stats.preemption_victims = int(parts[-1].named[-1])  # Volcano: per node considered
+        # Volcano: per node considered, so the last one's (unchanged if there is none).
+        last = _last_considered(parts, ceiling) if found < wanted else int(parts[-1].named[-1])
+        stats.preemption_victims = before if last is None else last
     if not found:
         return None
     criteria = [np.concatenate([part.criteria[c][part.cand] for part in parts]) for c in range(4)]
@@ -251,15 +335,66 @@ def best_candidate(
     raise AssertionError("the pick is one of the candidates")
 
 
+def _quick(
+    ssn: Session, plan: Plan, chunk: IntArray, whole: bool, wanted: int, ceiling: Callable[[], BoolArray | None]
+) -> tuple[bool, Best | None]:
+    """``best_candidate`` for the common case, with a few array operations: the first chunk
+    (``whole``: all of the order) holds no node of the preemptor's job, the first tier names
+    victims on every node and no row is odd.  (False, None) when that does not hold or the
+    chunk has too few candidates; the general path then decides (filling the same rows)."""
+    if not len(chunk) or len(plan.own):
+        return False, None
+    view = plan.view(0)
+    valid = view.valid[chunk]
+    if not valid.all():
+        plan.rows.fill(view, chunk[~valid], plan.preemptor, plan.keep)
+    count = view.count[chunk]
+    if not count.all() or view.odd[chunk].any():
+        return False, None
+    out = _outcome(view, plan.limits.key)
+    stale = chunk[out.at[chunk] != view.filled[chunk]]
+    if len(stale):
+        _dry_run_rows(ssn, plan.limits, view, out, stale)
+    hits = np.flatnonzero(out.cand[chunk])
+    if len(hits) < wanted and not whole:
+        return False, None
+    hits = hits[:wanted]
+    stats = ssn.result.stats
+    if len(hits) == wanted:
+        stats.preemption_victims = int(count[hits[-1]])  # Volcano: per node considered, the last
+    else:
+        narrow = ceiling()  # the exact path walks only the nodes the ceiling lets through
+        kept = np.flatnonzero(narrow[chunk]) if narrow is not None else [len(chunk) - 1]
+        if len(kept):
+            stats.preemption_victims = int(count[kept[-1]])
+    if not len(hits):
+        return True, None
+    rows = chunk[hits]
+    row = int(rows[_pick([c[rows] for c in out.criteria])])
+    ordered = view.victims[row]
+    return True, Best(row, [ordered[p] for p in np.flatnonzero(out.chosen[row])[::-1].tolist()])
+
+
+def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
+    """PreemptableFn's count on the last scanned node the ceiling lets through (the scan went
+    through every node: the exact path would have walked only those), None when it lets none."""
+    narrow = ceiling()
+    for part in reversed(parts):
+        kept = np.flatnonzero(narrow[part.nodes]) if narrow is not None else np.arange(len(part.nodes))
+        if len(kept):
+            return int(part.named[kept[-1]])
+    return None
+
+
 def _pick(criteria: list[np.ndarray]) -> int:
-    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first."""
-    left = np.arange(len(criteria[0]))
-    for values in criteria:
-        if len(left) == 1:
-            break
-        mine = values[left]
-        left = left[mine == mine.max()]
-    return int(left[0])
+    """kube's pickOneNodeForPreemption: each criterion maximised in turn, then the first.  That
+    is the last of a stable sort by the criteria, the first criterion the most significant,
+    with the position reversed to break ties."""
+    n = len(criteria[0])
+    if n == 1:
+        return 0
+    keys = (np.arange(n, 0, -1), *criteria[::-1])  # lexsort: the last key is the primary one
+    return int(np.lexsort(keys)[-1])
 
 
 def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact: Exact) -> Part:
@@ -270,7 +405,7 @@ def _chunk(ssn: Session, plan: Plan, preemptor: TaskInfo, chunk: IntArray, exact
     own = np.isin(chunk, plan.own) if len(plan.own) else np.zeros(len(chunk), dtype=bool)
     slow = [positions[own]]
     left = positions[~own]
-    for tier in range(len(plan.keys)):
+    for tier in range(plan.tiers):
         if not len(left):
             break
         view = plan.view(tier)
@@ -348,7 +483,16 @@ def _fast(ssn: Session, plan: Plan, view: View, part: Part, positions: IntArray)
     part.runs.append((at, view, out.chosen[rows]))
 
 
+# At most this many stale rows are dry-run one by one in Python floats: most preemptors find a
+# row or two stale (the node of the last eviction), where numpy's cost per call would dominate.
+SCALAR_ROWS = 4
+
+
 def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: IntArray) -> None:
+    if len(rows) <= SCALAR_ROWS:
+        for r in rows.tolist():
+            _dry_run_row(ssn.nodes.future, limits, view, out, r)
+        return
     count = view.count[rows]
     depth = int(count.max())
     chosen, cover = dry_run(limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count)
@@ -364,6 +508,65 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
             out.criteria[c][picked] = values
 
 
+def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r: int) -> None:
+    """``dry_run`` and ``_criteria`` for row ``r`` alone, with the same float operations in the
+    same order (Python floats are the same doubles), taken into ``out``.  Vectors are kept per
+    column: ``res[c][k]`` is victim k's request on checked column c."""
+    m = int(view.count[r])
+    need, (alloc, request, deserved) = limits.py_need, limits.py_queue
+    n, q = len(need), len(alloc)
+    res: list[list[float]] = view.res[r, :m, limits.cols].tolist()
+    queue: list[list[float]] = view.queue_vec[r, :m, limits.queue_cols].tolist() if q else []
+    have: list[float] = future[r, limits.cols].tolist()
+    cover = m > 0
+    for c in range(n):  # ValidateVictims: every victim added in order
+        full = have[c]
+        for v in res[c]:
+            full = full + v
+        cover = cover and need[c] < full + 0.1
+
+    def fits(have: list[float], alloc: list[float]) -> bool:
+        if not all(need[c] < have[c] + 0.1 for c in range(n)):
+            return False
+        return not any(alloc[c] + request[c] > deserved[c] for c in range(q))
+
+    removed = 0
+    for k in range(m):
+        have = [have[c] + res[c][k] for c in range(n)]
+        alloc = [alloc[c] - queue[c][k] for c in range(q)]
+        removed = k + 1
+        if fits(have, alloc):
+            break
+    chosen: list[int] = []
+    if cover:
+        for k in range(removed - 1, -1, -1):
+            back_have = [have[c] - res[c][k] for c in range(n)]
+            back_alloc = [alloc[c] + queue[c][k] for c in range(q)]
+            if fits(back_have, back_alloc):
+                have, alloc = back_have, back_alloc
+            else:
+                have = [back_have[c] + res[c][k] for c in range(n)]
+                alloc = [back_alloc[c] - queue[c][k] for c in range(q)]
+                chosen.append(k)  # descending: the most important victim first
+    out.at[r] = view.filled[r]
+    out.chosen[r] = False
+    out.cand[r] = bool(chosen)
+    if not chosen:
+        return
+    out.chosen[r, chosen] = True
+    prio: list[int] = view.prio[r, :m].tolist()
+    start: list[float] = view.start[r, :m].tolist()
+    highest = max(prio[k] for k in chosen)
+    criteria = (
+        -prio[chosen[0]],
+        -sum(prio[k] + PRIORITY_OFFSET for k in chosen),
+        -len(chosen),
+        min(start[k] for k in chosen if prio[k] == highest),
+    )
+    for c, value in enumerate(criteria):
+        out.criteria[c][r] = value
+
+
 @dataclass(frozen=True)
 class Limits:
     """What a dry run checks, as arrays: the request on the node's fit columns, and the queue
@@ -377,6 +580,15 @@ class Limits:
     request: FloatArray
     deserved: FloatArray
     key: bytes
+
+    # The same as Python floats, for one row's dry run: need; (allocated, request, deserved).
+    py_need: list[float] = field(init=False, compare=False)
+    py_queue: tuple[list[float], list[float], list[float]] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "py_need", self.need.tolist())
+        queue = (self.allocated.tolist(), self.request.tolist(), self.deserved.tolist())
+        object.__setattr__(self, "py_queue", queue if self.queue_cols is not None else ([], [], []))
 
     @classmethod
     def of(cls, task: TaskInfo, room: Room | None) -> Limits:
