@@ -360,6 +360,28 @@ class JobInfo:
         if self.sub_jobs is not None:
             self.sub_jobs.add(task)
 
+    def add_tasks(self, tasks: list[TaskInfo]) -> None:
+        """``add_task`` of each, in order (a snapshot's build): the same dicts and the same sums,
+        each sum taken by runs of one request object (``Resource.add_times``: bit for bit the
+        adds one at a time); the tasks of one shape share their request."""
+        index, subs = self.status_index, self.sub_jobs
+        held: list[TaskInfo] = []
+        for task in tasks:
+            self.tasks[task.uid] = task
+            status = task.status
+            bucket = index.get(status)
+            if bucket is None:
+                bucket = index[status] = {}
+            bucket[task.uid] = task
+            if status in ALLOCATED_STATUSES:
+                held.append(task)
+            elif status == S.PENDING and task.best_effort:
+                self.pending_best_effort += 1
+            if subs is not None:
+                subs.add(task)
+        _add_runs(self.allocated, held)
+        _add_runs(self.total_request, tasks)
+
     def remove_task(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is None:
             return
@@ -523,6 +545,22 @@ class JobInfo:
     def reset_fit_errors(self) -> None:
         self.job_fit_error = ""
         self.fit_errors = {}
+
+
+def _add_runs(total: Resource, tasks: list[TaskInfo]) -> None:
+    """``total.add(t.resreq)`` for each task in order, one ``add_times`` per run of tasks that
+    hold the very same request object."""
+    last: Resource | None = None
+    run = 0
+    for t in tasks:
+        if t.resreq is last:
+            run += 1
+            continue
+        if last is not None:
+            total.add_times(last, run)
+        last, run = t.resreq, 1
+    if last is not None:
+        total.add_times(last, run)
 
 
 class QueueInfo:

@@ -314,9 +314,11 @@ class Snapshot:
         # look for them among every placed pod at each session's open need not look.
         self.pod_affinity_tasks = 0
         placed: list[tuple[NodeInfo, TaskInfo]] = []
+        joining: dict[str, list[TaskInfo]] = {}
         made = 0
         for pod, shape in zip(pods, shapes, strict=True):
-            made += self._upsert_pod(pod, shape, placed) is not None
+            made += self._upsert_pod(pod, shape, placed, joining) is not None
+        self._join(joining)
         if len(self.tasks) + len(self.others) < made:  # a pod listed twice: its last task counts
             placed = [(n, t) for n, t in placed if (self.tasks.get(t.key) or self.others.get(t.key)) is t]
         self._table.add_tasks(placed)  # the node sums of every placed task at once
@@ -470,12 +472,21 @@ class Snapshot:
         and one pod across its bind and phase changes."""
         return self._upsert_pod(pod, shape_key(pod), None)
 
-    def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
+    def _upsert_pod(
+        self,
+        pod: Pod,
+        shape: bytes,
+        placed: list[tuple[NodeInfo, TaskInfo]] | None,
+        joining: dict[str, list[TaskInfo]] | None = None,
+    ) -> TaskInfo | None:
         """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
-        listed there for one ``NodeTable.add_tasks`` instead of being added alone."""
+        listed there for one ``NodeTable.add_tasks`` instead of being added alone; with
+        ``joining``, a task of a job is listed there, by job, for one ``JobInfo.add_tasks``."""
         meta = pod.metadata
         key = f"{meta.namespace}/{meta.name}"
         if key in self.tasks or key in self.others:
+            if joining:
+                self._join(joining)  # the job must hold the task it is to lose
             self.delete_pod(meta.namespace, meta.name)
         group = meta.annotations.get(GROUP_NAME_ANNOTATION, "")
         if not pod.spec.node_name and pod.spec.scheduler_name not in self.scheduler_names:
@@ -501,7 +512,13 @@ class Snapshot:
             job = self.jobs.get(job_id)
             if job is None:
                 job = self.jobs[job_id] = JobInfo(job_id, None, self.default_queue)
-            job.add_task(task)
+            if joining is None:
+                job.add_task(task)
+            else:
+                held = joining.get(job_id)
+                if held is None:
+                    held = joining[job_id] = []
+                held.append(task)
             self.tasks[key] = task
         else:
             self.others[key] = task
@@ -514,6 +531,12 @@ class Snapshot:
             else:
                 placed.append((node, task))
         return task
+
+    def _join(self, joining: dict[str, list[TaskInfo]]) -> None:
+        """The tasks listed by ``_upsert_pod`` join their jobs; the list is emptied."""
+        for job_id, tasks in joining.items():
+            self.jobs[job_id].add_tasks(tasks)
+        joining.clear()
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
         key = f"{namespace}/{name}"
