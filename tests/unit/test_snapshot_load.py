@@ -259,3 +259,41 @@ def test_the_load_is_the_snapshot_built_from_every_pod_decoded_whole() -> None:
     got, want = (run_session(s, conf, seed=3, uid="u") for s in (loaded, whole))
     placed = [[(t.key, node) for t, node in result.binds] for result in (got, want)]
     assert placed[0] == placed[1] and placed[0]
+
+
+def test_collector_pauses_nest_and_restore_what_they_found() -> None:
+    from lahar_scheduler.gcpause import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # a load during a session's publishing
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: stays off
+    finally:
+        gc.enable()
+
+
+async def test_a_session_runs_and_publishes_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lahar.wire.names import Names
+    from lahar_scheduler import service
+
+    seen: list[bool] = []
+    svc = service.SchedulerService(None, None, None, Names("t"), CollectorRegistry(), service.ConfSource(None))
+    real = svc._decide
+
+    def decide(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(svc, "_decide", decide)
+    await svc.session()
+    assert seen == [False] and gc.isenabled()
