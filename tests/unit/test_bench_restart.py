@@ -48,6 +48,7 @@ def test_the_cli_reports_json() -> None:
     assert 0 < report["mirror_read_seconds"] <= report["snapshot_load_seconds"]
     assert report["snapshot_load_seconds"] < report["seconds_to_first_decision"]
     assert report["first_session_seconds"] > 0
+    assert report["load_cpu_seconds"] > 0 and report["first_session_cpu_seconds"] > 0
     assert report["binds_first_session"] == 20  # two gangs of 10 on 20 nodes with room
     assert report["first_decision_subject"].startswith("decision.")
     assert report["peak_rss_bytes"] > 0

@@ -63,6 +63,50 @@ def test_the_bulk_build_sums_every_node_exactly_as_one_task_at_a_time() -> None:
     assert bulk.nodes.used.sum() > 0 and bulk.nodes.releasing.sum() > 0
 
 
+def _job_state(snap: Snapshot) -> dict[str, object]:
+    return {
+        uid: (
+            list(job.tasks),
+            {status: list(bucket) for status, bucket in job.status_index.items()},
+            (job.allocated.milli_cpu, job.allocated.memory, dict(job.allocated.scalars)),
+            (job.total_request.milli_cpu, job.total_request.memory, dict(job.total_request.scalars)),
+            job.pending_best_effort,
+        )
+        for uid, job in snap.jobs.items()
+    }
+
+
+def test_the_bulk_build_fills_every_job_exactly_as_one_task_at_a_time() -> None:
+    """Jobs take their tasks in bulk at a build (sums by runs of one request): the same task
+    order, status buckets and float sums, bit for bit, a pod listed twice included."""
+    nodes, pods, groups, queues = _objects(pods=90, pending=30)
+    pods = _varied(pods)
+    odd = msgspec.structs.replace(pods[3].spec.containers[0].resources, requests={"cpu": "0.1", "memory": "1.5Gi"})
+    container = msgspec.structs.replace(pods[3].spec.containers[0], resources=odd)
+    pods[3] = msgspec.structs.replace(pods[3], spec=msgspec.structs.replace(pods[3].spec, containers=[container]))
+    listed = [*pods[:40], pods[5], *pods[40:], pods[60]]  # two listed twice, mid-way
+    bulk = Snapshot(nodes, listed, groups, queues)
+    single = Snapshot(nodes, [], groups, queues)
+    for pod in listed:
+        single.upsert_pod(pod)
+    assert _job_state(bulk) == _job_state(single)
+    assert list(bulk.tasks) == list(single.tasks)
+
+
+def test_a_task_of_a_known_shape_is_the_task_made_from_its_pod() -> None:
+    from lahar_scheduler.framework.jobs import TaskInfo, pod_requests
+
+    nodes, pods, groups, queues = _objects()
+    snap = Snapshot(nodes, pods, groups, queues)
+    for pod in pods:
+        task = snap.tasks[f"{pod.metadata.namespace}/{pod.metadata.name}"]
+        fresh = TaskInfo(pod, task.job, *pod_requests(pod))
+        for name in TaskInfo.__slots__:
+            if name in ("res_vec", "init_vec", "fit_cols", "nonzero_vec", "template_key", "resreq", "init_resreq"):
+                continue  # set by the snapshot's vectorising (compared by the node sums above)
+            assert getattr(task, name) == getattr(fresh, name), name
+
+
 def test_a_pod_listed_twice_counts_once() -> None:
     nodes, pods, groups, queues = _objects()
     placed = next(p for p in pods if p.spec.node_name)
@@ -215,3 +259,41 @@ def test_the_load_is_the_snapshot_built_from_every_pod_decoded_whole() -> None:
     got, want = (run_session(s, conf, seed=3, uid="u") for s in (loaded, whole))
     placed = [[(t.key, node) for t, node in result.binds] for result in (got, want)]
     assert placed[0] == placed[1] and placed[0]
+
+
+def test_collector_pauses_nest_and_restore_what_they_found() -> None:
+    from lahar_scheduler.gcpause import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # a load during a session's publishing
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: stays off
+    finally:
+        gc.enable()
+
+
+async def test_a_session_runs_and_publishes_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lahar.wire.names import Names
+    from lahar_scheduler import service
+
+    seen: list[bool] = []
+    svc = service.SchedulerService(None, None, None, Names("t"), CollectorRegistry(), service.ConfSource(None))
+    real = svc._decide
+
+    def decide(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(svc, "_decide", decide)
+    await svc.session()
+    assert seen == [False] and gc.isenabled()

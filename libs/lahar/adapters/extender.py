@@ -18,7 +18,16 @@ MAX_BODY = 10 << 20  # as Volcano's http.MaxBytesReader
 
 class HttpExtenderTransport:
     def __init__(self) -> None:
-        self.client = httpx.Client(headers={"Content-Type": "application/json"})
+        # Made at the first call: a client builds its TLS context up front (~60 ms, on a
+        # restarting scheduler's way to its first decision), and most configurations name no
+        # extender.  Calls come from one session thread at a time, so no lock.
+        self._client: httpx.Client | None = None
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(headers={"Content-Type": "application/json"})
+        return self._client
 
     def post(self, url: str, body: bytes, timeout: float) -> bytes:
         try:
@@ -35,4 +44,5 @@ class HttpExtenderTransport:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
-        self.client.close()
+        if self._client is not None:
+            self._client.close()

@@ -16,7 +16,10 @@
    * ``seconds_to_first_decision``: until the consumer receives the first decision message
      (the leader's lease and its settling included);
    * ``cpu_seconds_to_first_decision``: the process's CPU time meanwhile, a figure that depends
-     less on what else the machine runs.
+     less on what else the machine runs;
+   * ``load_cpu_seconds`` and ``first_session_cpu_seconds``: the CPU time of the worker thread
+     that built the snapshot from the mirror's bytes, and of the one that ran the first session
+     and made its messages (steadier still: nothing else runs in those threads).
 3. Then a second replica starts and loads while the first leads, the work queue is drained (as
    binders would), and the leader stops: ``takeover_seconds_to_first_decision`` runs from that
    stop to the standby's first decision (``takeover_reloads``: 0 when it needed no reload).
@@ -117,6 +120,8 @@ class Timings:
     binds_first_session: int = 0
     messages_first_session: int = 0  # decisions the first session published (binds and statuses)
     cpu_seconds_to_first_decision: float = 0.0  # this process's CPU time (every thread) meanwhile
+    load_cpu_seconds: float = 0.0  # the snapshot built from the mirror's bytes, in its worker thread
+    first_session_cpu_seconds: float = 0.0  # the first session and its messages, in its worker thread
     peak_rss_bytes: int = 0  # the process, up to the first decision (one scheduler)
     # The standby: loaded while the first replica leads, it takes over when that one stops.
     takeover_seconds_to_first_decision: float = 0.0
@@ -130,7 +135,9 @@ class _Replica:
     def __init__(self, urls: Urls, identity: str) -> None:
         self.urls, self.identity = urls, identity
         self.mirror_read = 0.0
+        self.load_cpu = 0.0  # thread CPU seconds of the last snapshot load
         self.sessions: list[tuple[float, float, int]] = []  # (start, seconds, binds) of each session
+        self.session_cpu: list[float] = []  # thread CPU seconds of each session, in order
         self.messages = 0
         self.stop = asyncio.Event()
         self.svc: Any = None
@@ -166,7 +173,7 @@ class _Replica:
         self.task = asyncio.create_task(svc.run(self.stop))
 
     def _wrap(self, mirror: Any, svc: Any) -> None:
-        read, decide, publish = mirror.load, svc._decide, svc._publish
+        read, decide, publish, build = mirror.load, svc._decide, svc._publish, svc.view.load
 
         async def timed_load(kinds: Any = ()) -> Any:
             t0 = time.perf_counter()
@@ -174,10 +181,17 @@ class _Replica:
             self.mirror_read = time.perf_counter() - t0
             return state
 
+        def timed_build(*args: Any) -> Any:  # in the service's worker thread
+            c0 = time.thread_time()
+            loaded = build(*args)
+            self.load_cpu = time.thread_time() - c0
+            return loaded
+
         def timed_decide(*args: Any) -> Any:
             # The session and its messages (in the service's worker thread); publishing follows.
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             out = decide(*args)
+            self.session_cpu.append(time.thread_time() - c0)
             self.sessions.append((t0, time.perf_counter() - t0, len(out[0].binds)))
             return out
 
@@ -185,7 +199,7 @@ class _Replica:
             self.messages = self.messages or len(batch)
             await publish(batch)
 
-        mirror.load, svc._decide, svc._publish = timed_load, timed_decide, counted_publish
+        mirror.load, svc._decide, svc._publish, svc.view.load = timed_load, timed_decide, counted_publish, timed_build
 
     def first_session(self, since: float = 0.0) -> tuple[float, int]:
         """The seconds and binds of the first session that started after ``since``."""
@@ -238,6 +252,8 @@ async def measure(urls: Urls, timeout: float, profile: str | None = None, takeov
             got.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             got.mirror_read_seconds, got.messages_first_session = leader.mirror_read, leader.messages
             got.first_session_seconds, got.binds_first_session = leader.first_session()
+            got.load_cpu_seconds = leader.load_cpu
+            got.first_session_cpu_seconds = leader.session_cpu[0] if leader.session_cpu else 0.0
             if takeover:
                 await _takeover(leader, standby, watch_nc.jetstream(), consumer, names, got)
     finally:

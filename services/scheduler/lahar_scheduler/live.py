@@ -26,6 +26,7 @@ from lahar_scheduler.deltas import Change, apply_delta, decode, decode_raw
 from lahar_scheduler.framework.devices import card_use
 from lahar_scheduler.framework.snapshot import DraObjects, Snapshot
 from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.gcpause import collector_paused
 from lahar_scheduler.podspecs import PodDecoder
 
 log = logging.getLogger("lahar.scheduler")
@@ -78,19 +79,14 @@ class LiveView:
         freed by reference counting).  A reload unfreezes first, and collects once after, so
         the old snapshot's cycles (nodes and their table) are not kept frozen forever."""
         reload = bool(self.snapshot.tasks or self.snapshot.node_objects)
-        collecting = gc.isenabled()
-        gc.unfreeze()
-        gc.disable()
-        try:
+        with collector_paused():
+            gc.unfreeze()
             loaded = self._load(state, now)
             if reload:
                 gc.collect()
             # Frozen before the collector is on again: its first automatic pass would otherwise
             # scan every object the load made (seconds at 50,000 pods).
             gc.freeze()
-        finally:
-            if collecting:
-                gc.enable()
         return loaded
 
     def _load(self, state: MirrorState, now: float) -> Loaded:

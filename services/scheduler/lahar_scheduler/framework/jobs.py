@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -146,16 +146,44 @@ def _amend(r: Resource, pod: Pod) -> None:
 
 def pod_index(name: str) -> int | None:
     """The trailing ``-<n>`` index Volcano's CompareTask orders by (names with ≥3 dash parts)."""
-    parts = name.split("-")
-    if len(parts) < 3:
+    if name.count("-") < 2:  # fewer than three parts
         return None
-    tail = parts[-1]
+    tail = name[name.rfind("-") + 1 :]
     body = tail[1:] if tail[:1] in "+-" and len(tail) > 1 else tail
     return int(tail) if body.isdigit() else None
 
 
 _NO_VALUES: FloatArray = np.zeros(0)
 _NO_COLUMNS: IntArray = np.zeros(0, dtype=np.intp)
+
+
+class TaskShape(Protocol):
+    """What every task of one pod shape derives alike (the snapshot's per-shape record)."""
+
+    @property
+    def resreq(self) -> Resource: ...
+    @property
+    def init_resreq(self) -> Resource: ...
+    @property
+    def best_effort(self) -> bool: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def preemption_policy(self) -> str: ...
+    @property
+    def sch_gated(self) -> bool: ...
+    @property
+    def template_key(self) -> bytes: ...
+    @property
+    def res_vec(self) -> FloatArray: ...
+    @property
+    def init_vec(self) -> FloatArray: ...
+    @property
+    def fit_cols(self) -> IntArray: ...
+    @property
+    def nonzero_vec(self) -> FloatArray: ...
+    @property
+    def devreq(self) -> DeviceRequest | None: ...
 
 
 class TaskInfo:
@@ -196,6 +224,40 @@ class TaskInfo:
     def __init__(
         self, pod: Pod, job_id: str, resreq: Resource, init_resreq: Resource, nonzero: FloatArray | None = None
     ) -> None:
+        self._own(pod, job_id)
+        self.resreq = resreq
+        self.init_resreq = init_resreq
+        self.best_effort = init_resreq.is_empty()
+        self.priority = _task_priority(pod)
+        self.preemption_policy = pod.spec.preemption_policy or ""
+        self.sch_gated = bool(pod.spec.scheduling_gates)
+        self.template_key: bytes = b""
+        # Placeholders until the snapshot vectorises the task: shared, as an empty array holds
+        # nothing to change (a new array per task cost 5% of a 50,000-pod snapshot load).
+        self.res_vec: FloatArray = _NO_VALUES
+        self.init_vec: FloatArray = _NO_VALUES
+        self.fit_cols: IntArray = _NO_COLUMNS
+        self.nonzero_vec: FloatArray = nonzero_request(pod) if nonzero is None else nonzero
+        # Shared GPUs (framework/devices.py): the ask (None for nearly every pod).
+        self.devreq: DeviceRequest | None = None
+
+    @classmethod
+    def like(cls, pod: Pod, job_id: str, model: TaskShape) -> TaskInfo:
+        """The task of ``pod`` whose spec-derived fields are ``model``'s: what ``__init__`` and
+        the snapshot's vectorising would compute again for a pod of the same shape key (the
+        spec, the namespace and the volcano annotations), taken as they are (a restart's load
+        makes 50,000 tasks of a few hundred shapes)."""
+        task = cls.__new__(cls)
+        task._own(pod, job_id)
+        task.resreq, task.init_resreq, task.best_effort = model.resreq, model.init_resreq, model.best_effort
+        task.priority, task.preemption_policy = model.priority, model.preemption_policy
+        task.sch_gated, task.template_key = model.sch_gated, model.template_key
+        task.res_vec, task.init_vec, task.fit_cols = model.res_vec, model.init_vec, model.fit_cols
+        task.nonzero_vec, task.devreq = model.nonzero_vec, model.devreq
+        return task
+
+    def _own(self, pod: Pod, job_id: str) -> None:
+        """The fields of the pod's own (identity, state, labels), and a session's marks unset."""
         meta = pod.metadata
         self.pod = pod
         self.uid = meta.uid or f"{meta.namespace}-{meta.name}"
@@ -204,14 +266,8 @@ class TaskInfo:
         self.job = job_id
         self.node_name = pod.spec.node_name
         self.status = pod_status(pod)
-        self.resreq = resreq
-        self.init_resreq = init_resreq
-        self.best_effort = init_resreq.is_empty()
         self.role = meta.labels.get(TASK_SPEC_KEY) or meta.annotations.get(TASK_SPEC_KEY) or ""
-        self.priority = _task_priority(pod)
-        self.preemptable = pod_preemptable(pod)
-        self.preemption_policy = pod.spec.preemption_policy or ""
-        self.sch_gated = bool(pod.spec.scheduling_gates)
+        self.preemptable = pod_preemptable(pod)  # its label counts too: not in the shape key
         self.creation = meta.creation_timestamp or ""
         self.index = pod_index(meta.name)
         self.last_status: TaskStatus | None = None
@@ -219,16 +275,8 @@ class TaskInfo:
         self.eviction_occurred = False
         # Evicted in an open Statement: gone from the node view the kube scorers read.
         self.unscored = False
-        self.template_key: bytes = b""
-        # Placeholders until the snapshot vectorises the task: shared, as an empty array holds
-        # nothing to change (a new array per task cost 5% of a 50,000-pod snapshot load).
-        self.res_vec: FloatArray = _NO_VALUES
-        self.init_vec: FloatArray = _NO_VALUES
-        self.fit_cols: IntArray = _NO_COLUMNS
-        self.nonzero_vec: FloatArray = nonzero_request(pod) if nonzero is None else nonzero
-        # Shared GPUs (framework/devices.py): the ask (None for nearly every pod), the cards held
-        # on the node, and the annotations a session's choice of cards writes at bind.
-        self.devreq: DeviceRequest | None = None
+        # Shared GPUs (framework/devices.py): the cards held on the node, and the annotations a
+        # session's choice of cards writes at bind.
         self.cards: CardUse | None = None
         self.card_annotations: dict[str, str] | None = None
 
@@ -311,6 +359,28 @@ class JobInfo:
         self.total_request.add(task.resreq)
         if self.sub_jobs is not None:
             self.sub_jobs.add(task)
+
+    def add_tasks(self, tasks: list[TaskInfo]) -> None:
+        """``add_task`` of each, in order (a snapshot's build): the same dicts and the same sums,
+        each sum taken by runs of one request object (``Resource.add_times``: bit for bit the
+        adds one at a time); the tasks of one shape share their request."""
+        index, subs = self.status_index, self.sub_jobs
+        held: list[TaskInfo] = []
+        for task in tasks:
+            self.tasks[task.uid] = task
+            status = task.status
+            bucket = index.get(status)
+            if bucket is None:
+                bucket = index[status] = {}
+            bucket[task.uid] = task
+            if status in ALLOCATED_STATUSES:
+                held.append(task)
+            elif status == S.PENDING and task.best_effort:
+                self.pending_best_effort += 1
+            if subs is not None:
+                subs.add(task)
+        _add_runs(self.allocated, held)
+        _add_runs(self.total_request, tasks)
 
     def remove_task(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is None:
@@ -475,6 +545,22 @@ class JobInfo:
     def reset_fit_errors(self) -> None:
         self.job_fit_error = ""
         self.fit_errors = {}
+
+
+def _add_runs(total: Resource, tasks: list[TaskInfo]) -> None:
+    """``total.add(t.resreq)`` for each task in order, one ``add_times`` per run of tasks that
+    hold the very same request object."""
+    last: Resource | None = None
+    run = 0
+    for t in tasks:
+        if t.resreq is last:
+            run += 1
+            continue
+        if last is not None:
+            total.add_times(last, run)
+        last, run = t.resreq, 1
+    if last is not None:
+        total.add_times(last, run)
 
 
 class QueueInfo:

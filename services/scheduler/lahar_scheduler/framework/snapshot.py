@@ -85,7 +85,7 @@ def template_key(pod: Pod, resreq: Resource, init: Resource) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """What every task of one pod shape derives alike (see ``shape_key``)."""
+    """What every task of one pod shape derives alike (see ``shape_key``): a ``TaskShape``."""
 
     resreq: Resource
     init_resreq: Resource
@@ -95,6 +95,30 @@ class _Shape:
     fit_cols: IntArray
     template_key: bytes
     devreq: DeviceRequest | None
+    best_effort: bool
+    priority: int  # the volcano.sh/task-priority annotation, else the spec's
+    preemption_policy: str
+    sch_gated: bool
+    pod_affinity: bool  # has_pod_affinity
+
+    @classmethod
+    def of(cls, task: TaskInfo) -> _Shape:
+        """The derived values only, not the task: a cached shape must not keep a deleted pod alive."""
+        return cls(
+            task.resreq,
+            task.init_resreq,
+            task.nonzero_vec,
+            task.res_vec,
+            task.init_vec,
+            task.fit_cols,
+            task.template_key,
+            task.devreq,
+            task.best_effort,
+            task.priority,
+            task.preemption_policy,
+            task.sch_gated,
+            has_pod_affinity(task.pod),
+        )
 
 
 def spec_shape(spec: PodSpec) -> bytes:
@@ -290,9 +314,11 @@ class Snapshot:
         # look for them among every placed pod at each session's open need not look.
         self.pod_affinity_tasks = 0
         placed: list[tuple[NodeInfo, TaskInfo]] = []
+        joining: dict[str, list[TaskInfo]] = {}
         made = 0
         for pod, shape in zip(pods, shapes, strict=True):
-            made += self._upsert_pod(pod, shape, placed) is not None
+            made += self._upsert_pod(pod, shape, placed, joining) is not None
+        self._join(joining)
         if len(self.tasks) + len(self.others) < made:  # a pod listed twice: its last task counts
             placed = [(n, t) for n, t in placed if (self.tasks.get(t.key) or self.others.get(t.key)) is t]
         self._table.add_tasks(placed)  # the node sums of every placed task at once
@@ -446,26 +472,32 @@ class Snapshot:
         and one pod across its bind and phase changes."""
         return self._upsert_pod(pod, shape_key(pod), None)
 
-    def _upsert_pod(self, pod: Pod, shape: bytes, placed: list[tuple[NodeInfo, TaskInfo]] | None) -> TaskInfo | None:
+    def _upsert_pod(
+        self,
+        pod: Pod,
+        shape: bytes,
+        placed: list[tuple[NodeInfo, TaskInfo]] | None,
+        joining: dict[str, list[TaskInfo]] | None = None,
+    ) -> TaskInfo | None:
         """``upsert_pod`` with the pod's shape key known; with ``placed``, a task on a node is
-        listed there for one ``NodeTable.add_tasks`` instead of being added alone."""
-        key = _pod_key(pod)
+        listed there for one ``NodeTable.add_tasks`` instead of being added alone; with
+        ``joining``, a task of a job is listed there, by job, for one ``JobInfo.add_tasks``."""
+        meta = pod.metadata
+        key = f"{meta.namespace}/{meta.name}"
         if key in self.tasks or key in self.others:
-            self.delete_pod(pod.metadata.namespace, pod.metadata.name)
-        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION, "")
-        ours = self._is_ours(pod)
-        if not pod.spec.node_name and not ours:
+            if joining:
+                self._join(joining)  # the job must hold the task it is to lose
+            self.delete_pod(meta.namespace, meta.name)
+        group = meta.annotations.get(GROUP_NAME_ANNOTATION, "")
+        if not pod.spec.node_name and pod.spec.scheduler_name not in self.scheduler_names:
             return None
         # A pod of another scheduler is kept only once it is on a node; if it carries a group's
         # annotation it is a task of that job (Volcano takes the job from the annotation whatever
         # the scheduler name), so it counts toward minMember, readiness and the PodGroup phase.
-        job_id = f"{pod.metadata.namespace}/{group}" if group else ""
+        job_id = f"{meta.namespace}/{group}" if group else ""
         known = self._shapes.get(shape)
-        if known is not None and len(known.res_vec) == len(self.space):
-            task = TaskInfo(pod, job_id, known.resreq, known.init_resreq, known.nonzero_vec)
-            task.res_vec, task.init_vec, task.fit_cols = known.res_vec, known.init_vec, known.fit_cols
-            task.template_key = known.template_key
-            task.devreq = known.devreq
+        if known is not None and len(known.res_vec) == len(self.space.dims):
+            task = TaskInfo.like(pod, job_id, known)
         else:
             resreq, init = pod_requests(pod)
             task = TaskInfo(pod, job_id, resreq, init)
@@ -473,28 +505,24 @@ class Snapshot:
             self._vectorise(task)
             if len(self._shapes) >= MAX_SHAPES:
                 self._shapes.clear()  # many distinct shapes: start over rather than track age
-            # The derived values only, not the task: a cached shape must not keep a deleted pod alive.
-            self._shapes[shape] = _Shape(
-                task.resreq,
-                task.init_resreq,
-                task.nonzero_vec,
-                task.res_vec,
-                task.init_vec,
-                task.fit_cols,
-                task.template_key,
-                task.devreq,
-            )
+            known = self._shapes[shape] = _Shape.of(task)
         if task.devreq is not None:
             task.cards = card_use(pod.metadata.annotations, task.devreq)
         if job_id:
             job = self.jobs.get(job_id)
             if job is None:
                 job = self.jobs[job_id] = JobInfo(job_id, None, self.default_queue)
-            job.add_task(task)
+            if joining is None:
+                job.add_task(task)
+            else:
+                held = joining.get(job_id)
+                if held is None:
+                    held = joining[job_id] = []
+                held.append(task)
             self.tasks[key] = task
         else:
             self.others[key] = task
-        if has_pod_affinity(pod):
+        if known.pod_affinity:
             self.pod_affinity_tasks += 1
         node = self._table.by_name.get(task.node_name) if task.node_name else None
         if node is not None and task.status not in TERMINAL_STATUSES:
@@ -503,6 +531,12 @@ class Snapshot:
             else:
                 placed.append((node, task))
         return task
+
+    def _join(self, joining: dict[str, list[TaskInfo]]) -> None:
+        """The tasks listed by ``_upsert_pod`` join their jobs; the list is emptied."""
+        for job_id, tasks in joining.items():
+            self.jobs[job_id].add_tasks(tasks)
+        joining.clear()
 
     def delete_pod(self, namespace: str, name: str) -> TaskInfo | None:
         key = f"{namespace}/{name}"
