@@ -14,7 +14,7 @@ order until the preemptor fits) or the topology-aware path (``preempt_topology``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -129,6 +129,8 @@ class PreemptAction(Action):
         # while every preemptor settles on its first node, it would spare nothing.
         self.wasteful = False
         self.salt = ssn.rng.getrandbits(32)
+        # Per victim job, its tasks' sort key (None: none; see _victim_order).
+        self._task_keys: dict[str, Callable[[TaskInfo], tuple[object, ...]] | None] = {}
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -280,11 +282,13 @@ class PreemptAction(Action):
                 continue  # these victims cannot free what the queue needs
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
             node_stmt = ssn.statement()
-            order = victims_queue(ssn, victims, preemptor)
             evicted = Resource()
             fits = preemptor_fits(ssn, queue, preemptor, node)
-            while not fits and not order.empty():
-                victim = order.pop()
+            order = None if fits else self._victim_order(ssn, victims, preemptor)
+            while not fits and order is not None:
+                victim = next(order, None)
+                if victim is None:
+                    break
                 node_stmt.evict(victim, "preempt")
                 evicted.add(victim.resreq)
                 fits = preemptor_fits(ssn, queue, preemptor, node)
@@ -296,6 +300,30 @@ class PreemptAction(Action):
             self._discard(node_stmt)
             self.wasteful = True
         return False
+
+    def _victim_order(self, ssn: Session, victims: list[TaskInfo], preemptor: TaskInfo) -> Iterator[TaskInfo]:
+        """Volcano's victim queue, popped.  Victims of one job come out in reverse task order,
+        which no eviction moves (task order reads the tasks alone, framework/victims.py): then
+        one sort by the task key, an exact twin of the order ending with the uid, stands in for
+        the heap's comparisons.  Otherwise the heap, which sees job orders as they move."""
+        first = victims[0].job if victims else ""
+        if all(v.job == first and v.index is not None for v in victims):
+            key = self._task_keys.get(first, _UNKNOWN)
+            if key is _UNKNOWN:
+                # Made over all the job's tasks: every creation stamp a victim may carry parses.
+                owner = ssn.jobs.get(first)
+                key = self._task_keys[first] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
+            if key is not None:
+                return iter(sorted(victims, key=key, reverse=True))
+        return _popped(victims_queue(ssn, victims, preemptor))
+
+
+_UNKNOWN: Any = object()
+
+
+def _popped(order: PriorityQueue[TaskInfo]) -> Iterator[TaskInfo]:
+    while not order.empty():
+        yield order.pop()
 
 
 def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
