@@ -16,14 +16,13 @@ from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
     UnresolvableCache,
-    VictimBound,
     fits_vector,
     pending_tasks,
     preempt_nodes,
-    reclaimable_elsewhere,
     shape_key,
     victims_cover,
 )
+from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
@@ -42,7 +41,7 @@ class ReclaimAction(Action):
     name = "reclaim"
 
     def execute(self, ssn: Session) -> None:
-        self.bound = VictimBound(ssn, reclaimable_elsewhere(ssn))
+        self.bound = ReclaimBound(ssn)
         self.verdicts = UnresolvableCache(ssn)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
