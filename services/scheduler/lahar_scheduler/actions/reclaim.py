@@ -10,7 +10,10 @@ on the first node where it fits; the statement is committed only if the job is t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
@@ -30,11 +33,12 @@ from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-    from lahar_scheduler.framework.nodes import NodeInfo
+    from lahar_scheduler.framework.nodes import BoolArray, IntArray, NodeInfo
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
 S = TaskStatus
+_UNKNOWN: Any = object()
 
 
 class ReclaimAction(Action):
@@ -43,10 +47,13 @@ class ReclaimAction(Action):
     def execute(self, ssn: Session) -> None:
         self.bound = ReclaimBound(ssn)
         self.verdicts = UnresolvableCache(ssn)
+        # Per victim job, its tasks' sort key (None: no key; see _first_victim).
+        self._task_keys: dict[str, Callable[[TaskInfo], Any] | None] = {}
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        starving: list[tuple[QueueInfo, JobInfo]] = []
         for job in ssn.jobs.values():
             if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
                 continue
@@ -57,8 +64,12 @@ class ReclaimAction(Action):
                 seen.add(queue.uid)
                 queues.push(queue)
             if ssn.call(P.JOB_STARVING, job):
-                jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
-                tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
+                starving.append((queue, job))
+        job_key = self._job_key(ssn, [job for _, job in starving])
+        for queue, job in starving:
+            jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order, key=job_key)).push(job)
+            pending = pending_tasks(job)
+            tasks[job.uid] = PriorityQueue(ssn.task_order, pending, key=ssn.task_sort_key(pending))
         while not queues.empty():
             queue = queues.pop()
             if ssn.call(P.OVERUSED, queue):
@@ -79,6 +90,16 @@ class ReclaimAction(Action):
                     # Volcano pushes the queue back while jobs remain; it is popped again later
                     # (and re-checked for overuse) once these jobs are done.
                     queues.push(queue)
+
+    def _job_key(self, ssn: Session, starving: list[JobInfo]) -> Callable[[JobInfo], Any] | None:
+        """The job order as a precomputed key (framework/pq.py), when the keys of waiting jobs
+        cannot change: a job's key moves only with its own tasks, and reclaim moves only the
+        popped job's tasks and its victims.  So no key when a starving job could be a victim
+        (it holds a task some reclaimer could evict), where the comparator's answers change."""
+        for job in starving:
+            if any(self.bound.countable_queue(t) is not None for t in job.tasks_in(S.RUNNING)):
+                return None
+        return ssn.job_sort_key()
 
     def reclaim_for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, pending: PriorityQueue[TaskInfo]) -> None:
         stmt = ssn.statement()
@@ -126,10 +147,9 @@ class ReclaimAction(Action):
             return False
         # No victim ceiling here (framework/ceiling.py): reclaim's walk is cheap enough that
         # computing one cost more than it saved (6.1 s without, 8.5 s with, at 5,000 nodes).
-        nodes = preempt_nodes(ssn, task, self.verdicts)
         # Nodes that fail the bound fail ValidateVictims whatever the plugins offer: not walked.
         # The walk usually ends on its first node or two, so nodes are taken one at a time.
-        nodes = nodes[possible[nodes]]
+        nodes = self._nodes_to_walk(ssn, task, possible)
         for k in range(len(nodes)):
             i = int(nodes[k])
             node = ssn.node_list[i]
@@ -143,14 +163,38 @@ class ReclaimAction(Action):
                 return True
         return False
 
+    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, possible: BoolArray) -> IntArray:
+        """``preempt_nodes`` within the bound, in node order.  With cached verdicts that is one
+        mask over all nodes (candidate nodes are every node, in index order) rather than a
+        chain of index arrays."""
+        if not ssn.predicates_local(task):
+            nodes = preempt_nodes(ssn, task, self.verdicts)
+            return nodes[possible[nodes]]
+        ok = possible & ~self.verdicts.get(task)
+        job = ssn.jobs.get(task.job)
+        err = job.fit_errors.get(task.uid) if job is not None else None
+        if err is not None and err.unresolvable:
+            # Nodes allocate found UnschedulableAndUnresolvable stay out, as in preempt_nodes.
+            by_name = ssn.nodes.by_name
+            ok[[by_name[n].index for n in err.unresolvable if n in by_name]] = False
+        return np.flatnonzero(ok)
+
     def _evict_until_fits(
         self, ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]
     ) -> bool:
         """Evict (checking before each) until the task fits future idle plus what was evicted;
         then pipeline it and keep this node's evictions, else undo them."""
+        have = ssn.nodes.future[node.index].copy()
+        if not fits_vector(task, have):
+            first = self._first_victim(ssn, victims)
+            if first is not None and fits_vector(task, have + first.res_vec):
+                # One eviction is enough: the walk below would pop this victim, evict it and
+                # stop, and its statement could not then fail, so it goes straight into stmt.
+                stmt.evict(first, "reclaim")
+                stmt.pipeline(task, node.name, True)
+                return True
         node_stmt = ssn.statement()
         order = victims_queue(ssn, victims, task)
-        have = ssn.nodes.future[node.index].copy()
         evicted = False
         while not order.empty() and not fits_vector(task, have):
             victim = order.pop()
@@ -163,6 +207,23 @@ class ReclaimAction(Action):
         node_stmt.pipeline(task, node.name, evicted)
         stmt.merge(node_stmt)
         return True
+
+    def _first_victim(self, ssn: Session, victims: list[TaskInfo]) -> TaskInfo | None:
+        """The victim Volcano's victim queue pops first, when that is cheap to know for sure
+        (else None): victims of one job come out in reverse task order, so the first is the
+        largest by the task key (``Session.task_sort_key``, an exact twin of the task order)."""
+        if not victims:
+            return None
+        job = victims[0].job
+        if any(v.job != job for v in victims):
+            return None
+        key = self._task_keys.get(job, _UNKNOWN)
+        if key is _UNKNOWN:
+            owner = ssn.jobs.get(job)
+            key = self._task_keys[job] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
+        if key is None or any(v.index is None for v in victims):
+            return None
+        return max(victims, key=key)
 
 
 def _note(ssn: Session, job: JobInfo, why: str) -> None:

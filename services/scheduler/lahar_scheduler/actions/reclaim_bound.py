@@ -55,7 +55,7 @@ class ReclaimBound:
         self._countable: tuple[np.ndarray, list[str], np.ndarray, int] | None = None
         self._listed_nodes = 0
 
-    def _queue_of(self, t: TaskInfo) -> str | None:
+    def countable_queue(self, t: TaskInfo) -> str | None:
         """The queue a task may be reclaimed from: None unless Running, preemptable and in a
         reclaimable queue (``reclaimable_elsewhere`` without the "other queue" test)."""
         if t.status != S.RUNNING or not t.preemptable:
@@ -68,7 +68,7 @@ class ReclaimBound:
     def _row_sum(self, i: int, key: str) -> FloatArray:
         out = np.zeros(len(self.table.space))
         for t in self.table.infos[i].tasks.values():
-            q = self._queue_of(t)
+            q = self.countable_queue(t)
             if q is not None and q != key:
                 out += t.res_vec
         return out
@@ -84,7 +84,7 @@ class ReclaimBound:
             vecs: list[FloatArray] = []
             for i, info in enumerate(self.table.infos):
                 for t in info.tasks.values():
-                    q = self._queue_of(t)
+                    q = self.countable_queue(t)
                     if q is not None:
                         rows.append(i)
                         queues.append(q)
