@@ -10,7 +10,7 @@ on the first node where it fits; the statement is committed only if the job is t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-    from lahar_scheduler.framework.nodes import BoolArray, IntArray, NodeInfo
+    from lahar_scheduler.framework.nodes import BoolArray, NodeInfo
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
@@ -149,11 +149,9 @@ class ReclaimAction(Action):
         # computing one cost more than it saved (6.1 s without, 8.5 s with, at 5,000 nodes).
         # Nodes that fail the bound fail ValidateVictims whatever the plugins offer: not walked.
         # The walk usually ends on its first node or two, so nodes are taken one at a time.
-        nodes = self._nodes_to_walk(ssn, task, possible)
-        for k in range(len(nodes)):
-            i = int(nodes[k])
+        for i in self._nodes_to_walk(ssn, task, possible):
             node = ssn.node_list[i]
-            reclaimees = [t for t in node.tasks.values() if _reclaimee(ssn, t, job.queue)]
+            reclaimees = self._reclaimees(node, job.queue)
             if not reclaimees:
                 continue
             victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
@@ -163,13 +161,25 @@ class ReclaimAction(Action):
                 return True
         return False
 
-    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, possible: BoolArray) -> IntArray:
+    def _reclaimees(self, node: NodeInfo, queue: str) -> list[TaskInfo]:
+        """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
+        countable = self.bound.countable_queue
+        out = []
+        for t in node.tasks.values():
+            q = countable(t)
+            if q is not None and q != queue:
+                out.append(t)
+        return out
+
+    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
         """``preempt_nodes`` within the bound, in node order.  With cached verdicts that is one
         mask over all nodes (candidate nodes are every node, in index order) rather than a
-        chain of index arrays."""
+        chain of index arrays; the walk usually ends on its first node, so the first is found
+        alone (argmax) and the rest listed only if the walk goes on."""
         if not ssn.predicates_local(task):
             nodes = preempt_nodes(ssn, task, self.verdicts)
-            return nodes[possible[nodes]]
+            yield from nodes[possible[nodes]].tolist()
+            return
         ok = possible & ~self.verdicts.get(task)
         job = ssn.jobs.get(task.job)
         err = job.fit_errors.get(task.uid) if job is not None else None
@@ -177,7 +187,11 @@ class ReclaimAction(Action):
             # Nodes allocate found UnschedulableAndUnresolvable stay out, as in preempt_nodes.
             by_name = ssn.nodes.by_name
             ok[[by_name[n].index for n in err.unresolvable if n in by_name]] = False
-        return np.flatnonzero(ok)
+        first = int(ok.argmax())
+        if not ok[first]:
+            return
+        yield first
+        yield from (np.flatnonzero(ok[first + 1 :]) + (first + 1)).tolist()
 
     def _evict_until_fits(
         self, ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]
@@ -229,11 +243,3 @@ class ReclaimAction(Action):
 def _note(ssn: Session, job: JobInfo, why: str) -> None:
     placed = job.ready_num() + job.waiting_num()
     ssn.note(job, f"reclaim: starving ({placed} of minMember {job.min_available} placed), {why}")
-
-
-def _reclaimee(ssn: Session, t: TaskInfo, queue: str) -> bool:
-    """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
-    if t.status != S.RUNNING or not t.preemptable:
-        return False
-    job = ssn.jobs.get(t.job)
-    return job is not None and job.queue != queue and ssn.queues[job.queue].reclaimable

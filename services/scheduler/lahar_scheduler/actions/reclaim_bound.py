@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 S = TaskStatus
 
 
-class _Sums:
+class _Rows:
+    """An array over the nodes and how far into ``NodeTable.changes`` its rows are current."""
+
     __slots__ = ("read", "values")
 
-    def __init__(self, values: FloatArray, read: int) -> None:
+    def __init__(self, values: np.ndarray, read: int) -> None:
         self.values = values
         self.read = read
 
@@ -49,8 +51,13 @@ class ReclaimBound:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.table = ssn.nodes
-        self._sums: dict[str, _Sums] = {}
-        self._fits: dict[tuple[str, bytes], _Sums] = {}
+        self._sums: dict[str, _Rows] = {}
+        # Jobs of reclaimable queues, and their queue (both fixed for the session).
+        queues = ssn.queues
+        self._job_queue = {
+            uid: job.queue for uid, job in ssn.jobs.items() if job.queue in queues and queues[job.queue].reclaimable
+        }
+        self._fits: dict[tuple[str, bytes], _Rows] = {}
         # (row, queue, vector) of every countable task in node and task order, for first sums.
         self._countable: tuple[np.ndarray, list[str], np.ndarray, int] | None = None
         self._listed_nodes = 0
@@ -60,17 +67,16 @@ class ReclaimBound:
         reclaimable queue (``reclaimable_elsewhere`` without the "other queue" test)."""
         if t.status != S.RUNNING or not t.preemptable:
             return None
-        job = self.ssn.jobs.get(t.job)
-        if job is None or not self.ssn.queues[job.queue].reclaimable:
-            return None
-        return job.queue
+        return self._job_queue.get(t.job)
 
     def _row_sum(self, i: int, key: str) -> FloatArray:
         out = np.zeros(len(self.table.space))
+        job_queue = self._job_queue
         for t in self.table.infos[i].tasks.values():
-            q = self.countable_queue(t)
-            if q is not None and q != key:
-                out += t.res_vec
+            if t.status == S.RUNNING and t.preemptable:
+                q = job_queue.get(t.job)
+                if q is not None and q != key:
+                    out += t.res_vec
         return out
 
     def _all_countable(self) -> tuple[np.ndarray, list[str], np.ndarray, int]:
@@ -103,7 +109,7 @@ class ReclaimBound:
             other = np.fromiter((q != key for q in queues), dtype=bool, count=len(queues))
             np.add.at(values, rows[other], vecs[other])
             # Rows changed since the tasks were listed are redone below, as for any entry.
-            entry = self._sums[key] = _Sums(values, read)
+            entry = self._sums[key] = _Rows(values, read)
         if entry.read < len(changes):
             values = entry.values
             for i in set(changes[entry.read :]):
@@ -120,7 +126,7 @@ class ReclaimBound:
         fkey = (key, task.template_key)
         entry = self._fits.get(fkey)
         if entry is None or len(entry.values) != len(extra):
-            entry = self._fits[fkey] = _Sums(fits_rows(task, future + extra), len(changes))
+            entry = self._fits[fkey] = _Rows(fits_rows(task, future + extra), len(changes))
         elif entry.read < len(changes):
             mask = entry.values
             for i in set(changes[entry.read :]):
