@@ -52,6 +52,8 @@ class ReclaimBound:
         self.ssn = ssn
         self.table = ssn.nodes
         self._sums: dict[str, _Rows] = {}
+        # Per row: (its row_version, Σ all its countable tasks, their queues); see _row_sum.
+        self._rows: dict[int, tuple[int, FloatArray, set[str]]] = {}
         # Jobs of reclaimable queues, and their queue (both fixed for the session).
         queues = ssn.queues
         self._job_queue = {
@@ -70,13 +72,30 @@ class ReclaimBound:
         return self._job_queue.get(t.job)
 
     def _row_sum(self, i: int, key: str) -> FloatArray:
+        """Σ the row's tasks countable for ``key``, added in node order from zero.  Rows are
+        usually asked by every reclaiming queue in turn, and where none of the row's countable
+        tasks is of ``key``'s queue the sum is the same additions as the sum of all of them,
+        so that one is kept per row (until the row changes) and shared."""
+        version = int(self.table.row_version[i])
+        got = self._rows.get(i)
+        if got is None or got[0] != version:
+            total = np.zeros(len(self.table.space))
+            queues: set[str] = set()
+            job_queue = self._job_queue
+            for t in self.table.infos[i].tasks.values():
+                if t.status == S.RUNNING and t.preemptable:
+                    q = job_queue.get(t.job)
+                    if q is not None:
+                        total += t.res_vec
+                        queues.add(q)
+            got = self._rows[i] = (version, total, queues)
+        if key not in got[2]:
+            return got[1]
         out = np.zeros(len(self.table.space))
-        job_queue = self._job_queue
         for t in self.table.infos[i].tasks.values():
-            if t.status == S.RUNNING and t.preemptable:
-                q = job_queue.get(t.job)
-                if q is not None and q != key:
-                    out += t.res_vec
+            q = self.countable_queue(t)
+            if q is not None and q != key:
+                out += t.res_vec
         return out
 
     def _all_countable(self) -> tuple[np.ndarray, list[str], np.ndarray, int]:
