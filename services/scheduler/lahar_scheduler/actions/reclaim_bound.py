@@ -107,13 +107,16 @@ class ReclaimBound:
             rows: list[int] = []
             queues: list[str] = []
             vecs: list[FloatArray] = []
+            job_queue = self._job_queue
             for i, info in enumerate(self.table.infos):
                 for t in info.tasks.values():
-                    q = self.countable_queue(t)
-                    if q is not None:
-                        rows.append(i)
-                        queues.append(q)
-                        vecs.append(t.res_vec)
+                    # countable_queue, inlined: this visits every task on every node once.
+                    if t.status == S.RUNNING and t.preemptable:
+                        q = job_queue.get(t.job)
+                        if q is not None:
+                            rows.append(i)
+                            queues.append(q)
+                            vecs.append(t.res_vec)
             stacked = np.array(vecs) if vecs else np.zeros((0, len(self.table.space)))
             got = self._countable = (np.array(rows, dtype=np.intp), queues, stacked, len(self.table.changes))
         return got
