@@ -52,7 +52,6 @@ class ReclaimAction(Action):
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
-        tasks: dict[str, PriorityQueue[TaskInfo]] = {}
         starving: list[tuple[QueueInfo, JobInfo]] = []
         for job in ssn.jobs.values():
             if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
@@ -68,8 +67,6 @@ class ReclaimAction(Action):
         job_key = self._job_key(ssn, [job for _, job in starving])
         for queue, job in starving:
             jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order, key=job_key)).push(job)
-            pending = pending_tasks(job)
-            tasks[job.uid] = PriorityQueue(ssn.task_order, pending, key=ssn.task_sort_key(pending))
         while not queues.empty():
             queue = queues.pop()
             if ssn.call(P.OVERUSED, queue):
@@ -85,7 +82,13 @@ class ReclaimAction(Action):
             waiting = jobs.get(queue.uid)
             while waiting is not None and not waiting.empty():
                 job = waiting.pop()
-                self.reclaim_for_job(ssn, queue, job, tasks[job.uid])
+                # Its pending tasks are queued only now: no reclaim moves a waiting job's pending
+                # tasks (only Running ones are victims) and their order does not change, so the
+                # queue is the one Volcano built up front, without keeping thousands of entries
+                # alive through the whole action.
+                pending = pending_tasks(job)
+                tasks = PriorityQueue(ssn.task_order, pending, key=ssn.task_sort_key(pending))
+                self.reclaim_for_job(ssn, queue, job, tasks)
                 if not waiting.empty():
                     # Volcano pushes the queue back while jobs remain; it is popped again later
                     # (and re-checked for overuse) once these jobs are done.
