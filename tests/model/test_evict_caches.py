@@ -13,7 +13,8 @@ from test_preempt_ceiling import CONF, contended, outcome
 
 from builders import make_conf
 from lahar_scheduler.actions import evictutil, preempt
-from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound
+from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound, reclaimable_elsewhere
+from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.jobs import TaskInfo
@@ -38,6 +39,17 @@ def _fresh_candidates(self: VictimBound, task: TaskInfo, key: str) -> BoolArray:
     return fits_rows(task, table.future + extra)
 
 
+def _fresh_reclaim_candidates(self: ReclaimBound, task: TaskInfo, key: str) -> BoolArray:
+    table = self.ssn.nodes
+    counts = reclaimable_elsewhere(self.ssn)
+    extra = np.zeros_like(table.future)
+    for node in table.infos:
+        for t in node.tasks.values():
+            if counts(t, key):
+                extra[node.index] += t.res_vec
+    return fits_rows(task, table.future + extra)
+
+
 def _fresh_unresolvable(self: UnresolvableCache, task: TaskInfo) -> BoolArray:
     rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
     return np.isin(rows, self.ssn.call(P.PREDICATE, task, rows).unresolvable)
@@ -50,6 +62,7 @@ def _fresh_passes(ssn: Session, task: TaskInfo, i: int) -> bool:
 def uncached(objs: list[Any], conf: Any) -> tuple[Any, ...]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(VictimBound, "candidates", _fresh_candidates)
+        mp.setattr(ReclaimBound, "candidates", _fresh_reclaim_candidates)
         mp.setattr(UnresolvableCache, "get", _fresh_unresolvable)
         mp.setattr(preempt, "passes_node", _fresh_passes)
         mp.setattr(evictutil, "passes_node", _fresh_passes)

@@ -10,20 +10,22 @@ on the first node where it fits; the statement is committed only if the job is t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
     UnresolvableCache,
-    VictimBound,
     fits_vector,
     pending_tasks,
     preempt_nodes,
-    reclaimable_elsewhere,
     shape_key,
     victims_cover,
 )
+from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
@@ -31,23 +33,26 @@ from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-    from lahar_scheduler.framework.nodes import NodeInfo
+    from lahar_scheduler.framework.nodes import BoolArray, NodeInfo
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
 S = TaskStatus
+_UNKNOWN: Any = object()
 
 
 class ReclaimAction(Action):
     name = "reclaim"
 
     def execute(self, ssn: Session) -> None:
-        self.bound = VictimBound(ssn, reclaimable_elsewhere(ssn))
+        self.bound = ReclaimBound(ssn)
         self.verdicts = UnresolvableCache(ssn)
+        # Per victim job, its tasks' sort key (None: no key; see _first_victim).
+        self._task_keys: dict[str, Callable[[TaskInfo], Any] | None] = {}
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
-        tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        starving: list[tuple[QueueInfo, JobInfo]] = []
         for job in ssn.jobs.values():
             if job.is_pending() or ssn.call(P.JOB_VALID, job) is not None:
                 continue
@@ -58,8 +63,10 @@ class ReclaimAction(Action):
                 seen.add(queue.uid)
                 queues.push(queue)
             if ssn.call(P.JOB_STARVING, job):
-                jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order)).push(job)
-                tasks[job.uid] = PriorityQueue(ssn.task_order, pending_tasks(job))
+                starving.append((queue, job))
+        job_key = self._job_key(ssn, [job for _, job in starving])
+        for queue, job in starving:
+            jobs.setdefault(queue.uid, PriorityQueue(ssn.job_order, key=job_key)).push(job)
         while not queues.empty():
             queue = queues.pop()
             if ssn.call(P.OVERUSED, queue):
@@ -75,11 +82,27 @@ class ReclaimAction(Action):
             waiting = jobs.get(queue.uid)
             while waiting is not None and not waiting.empty():
                 job = waiting.pop()
-                self.reclaim_for_job(ssn, queue, job, tasks[job.uid])
+                # Its pending tasks are queued only now: no reclaim moves a waiting job's pending
+                # tasks (only Running ones are victims) and their order does not change, so the
+                # queue is the one Volcano built up front, without keeping thousands of entries
+                # alive through the whole action.
+                pending = pending_tasks(job)
+                tasks = PriorityQueue(ssn.task_order, pending, key=ssn.task_sort_key(pending))
+                self.reclaim_for_job(ssn, queue, job, tasks)
                 if not waiting.empty():
                     # Volcano pushes the queue back while jobs remain; it is popped again later
                     # (and re-checked for overuse) once these jobs are done.
                     queues.push(queue)
+
+    def _job_key(self, ssn: Session, starving: list[JobInfo]) -> Callable[[JobInfo], Any] | None:
+        """The job order as a precomputed key (framework/pq.py), when the keys of waiting jobs
+        cannot change: a job's key moves only with its own tasks, and reclaim moves only the
+        popped job's tasks and its victims.  So no key when a starving job could be a victim
+        (it holds a task some reclaimer could evict), where the comparator's answers change."""
+        for job in starving:
+            if any(self.bound.countable_queue(t) is not None for t in job.tasks_in(S.RUNNING)):
+                return None
+        return ssn.job_sort_key()
 
     def reclaim_for_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, pending: PriorityQueue[TaskInfo]) -> None:
         stmt = ssn.statement()
@@ -127,14 +150,11 @@ class ReclaimAction(Action):
             return False
         # No victim ceiling here (framework/ceiling.py): reclaim's walk is cheap enough that
         # computing one cost more than it saved (6.1 s without, 8.5 s with, at 5,000 nodes).
-        nodes = preempt_nodes(ssn, task, self.verdicts)
         # Nodes that fail the bound fail ValidateVictims whatever the plugins offer: not walked.
         # The walk usually ends on its first node or two, so nodes are taken one at a time.
-        nodes = nodes[possible[nodes]]
-        for k in range(len(nodes)):
-            i = int(nodes[k])
+        for i in self._nodes_to_walk(ssn, task, possible):
             node = ssn.node_list[i]
-            reclaimees = [t for t in node.tasks.values() if _reclaimee(ssn, t, job.queue)]
+            reclaimees = self._reclaimees(node, job.queue)
             if not reclaimees:
                 continue
             victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
@@ -144,14 +164,54 @@ class ReclaimAction(Action):
                 return True
         return False
 
+    def _reclaimees(self, node: NodeInfo, queue: str) -> list[TaskInfo]:
+        """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
+        countable = self.bound.countable_queue
+        out = []
+        for t in node.tasks.values():
+            q = countable(t)
+            if q is not None and q != queue:
+                out.append(t)
+        return out
+
+    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
+        """``preempt_nodes`` within the bound, in node order.  With cached verdicts that is one
+        mask over all nodes (candidate nodes are every node, in index order) rather than a
+        chain of index arrays; the walk usually ends on its first node, so the first is found
+        alone (argmax) and the rest listed only if the walk goes on."""
+        if not ssn.predicates_local(task):
+            nodes = preempt_nodes(ssn, task, self.verdicts)
+            yield from nodes[possible[nodes]].tolist()
+            return
+        ok = possible & ~self.verdicts.get(task)
+        job = ssn.jobs.get(task.job)
+        err = job.fit_errors.get(task.uid) if job is not None else None
+        if err is not None and err.unresolvable:
+            # Nodes allocate found UnschedulableAndUnresolvable stay out, as in preempt_nodes.
+            by_name = ssn.nodes.by_name
+            ok[[by_name[n].index for n in err.unresolvable if n in by_name]] = False
+        first = int(ok.argmax())
+        if not ok[first]:
+            return
+        yield first
+        yield from (np.flatnonzero(ok[first + 1 :]) + (first + 1)).tolist()
+
     def _evict_until_fits(
         self, ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]
     ) -> bool:
         """Evict (checking before each) until the task fits future idle plus what was evicted;
         then pipeline it and keep this node's evictions, else undo them."""
+        have = ssn.nodes.future[node.index].copy()
+        if not fits_vector(task, have):
+            first = self._first_victim(ssn, victims)
+            if first is not None and fits_vector(task, have + first.res_vec):
+                # One eviction is enough: the walk below would pop this victim, evict it and
+                # stop, and its statement could not then fail, so it goes straight into stmt.
+                stmt.evict(first, "reclaim")
+                stmt.pipeline(task, node.name, True)
+                return True
         node_stmt = ssn.statement()
         order = victims_queue(ssn, victims, task)
-        have = ssn.nodes.future[node.index].copy()
         evicted = False
         while not order.empty() and not fits_vector(task, have):
             victim = order.pop()
@@ -165,15 +225,24 @@ class ReclaimAction(Action):
         stmt.merge(node_stmt)
         return True
 
+    def _first_victim(self, ssn: Session, victims: list[TaskInfo]) -> TaskInfo | None:
+        """The victim Volcano's victim queue pops first, when that is cheap to know for sure
+        (else None): victims of one job come out in reverse task order, so the first is the
+        largest by the task key (``Session.task_sort_key``, an exact twin of the task order)."""
+        if not victims:
+            return None
+        job = victims[0].job
+        if any(v.job != job for v in victims):
+            return None
+        key = self._task_keys.get(job, _UNKNOWN)
+        if key is _UNKNOWN:
+            owner = ssn.jobs.get(job)
+            key = self._task_keys[job] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
+        if key is None or any(v.index is None for v in victims):
+            return None
+        return max(victims, key=key)
+
 
 def _note(ssn: Session, job: JobInfo, why: str) -> None:
     placed = job.ready_num() + job.waiting_num()
     ssn.note(job, f"reclaim: starving ({placed} of minMember {job.min_available} placed), {why}")
-
-
-def _reclaimee(ssn: Session, t: TaskInfo, queue: str) -> bool:
-    """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
-    if t.status != S.RUNNING or not t.preemptable:
-        return False
-    job = ssn.jobs.get(t.job)
-    return job is not None and job.queue != queue and ssn.queues[job.queue].reclaimable
