@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import resource
@@ -100,12 +101,18 @@ def bench_scheduler(args: argparse.Namespace) -> int:
         hypernodes = topo.hypernodes(nodes)
     snapshot = Snapshot(nodes, pods, groups, make_queues(args.queues), priority_classes(), hypernodes=hypernodes)
     build = time.perf_counter() - t0
+    from lahar_scheduler.gcpause import collector_paused
+
+    # As the live scheduler runs (live.py, service.py): what its load made is frozen, and the
+    # cyclic collector waits through each session until its decisions are out.
+    gc.freeze()
     profiler = _profiler(args.profile)
     placed = sessions = 0
     seconds = 0.0
     while True:
         start = time.perf_counter()
-        result = run_session(snapshot, conf, seed=args.seed + sessions, uid=f"bench-{sessions}")
+        with collector_paused():
+            result = run_session(snapshot, conf, seed=args.seed + sessions, uid=f"bench-{sessions}")
         seconds += time.perf_counter() - start
         sessions += 1
         placed += len(result.binds)
