@@ -221,7 +221,10 @@ class PreemptAction(Action):
                 f"no node where evicting every pod preempt may take (Running or Bound, preemptable, of queue "
                 f"{job.queue}) would make room; pods of higher or equal priority are not evicted",
             )
-        nodes = preempt_nodes(ssn, preemptor, self.verdicts)
+        # Index arrays of candidate nodes are made only where they matter: topology-aware dry
+        # runs, predicates that read more than their node, scores normalised over the set.
+        local = not self.args.topology_aware and ssn.predicates_local(preemptor) and ssn.scores_local(preemptor)
+        nodes = None if local else preempt_nodes(ssn, preemptor, self.verdicts)
         bound = possible  # before the ceiling: the queue's message below is about it alone
         if not isinstance(keep, _SameJob) and not self.args.topology_aware and self.wasteful:
             ceiling = self.ceiling.fits(preemptor, job.queue)
@@ -235,6 +238,7 @@ class PreemptAction(Action):
             def narrow() -> BoolArray | None:
                 return None if isinstance(keep, _SameJob) else self.ceiling.fits(preemptor, job.queue)
 
+            assert nodes is not None
             if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt, narrow):
                 return True
             return self._miss(preemptor, "topology-aware preemption found no node whose victims make room")
@@ -261,7 +265,7 @@ class PreemptAction(Action):
         stmt: Statement,
         preemptor: TaskInfo,
         keep: TaskFilter,
-        nodes: IntArray,
+        nodes: IntArray | None,
         possible: BoolArray,
         room: FloatArray | None,
     ) -> bool:
@@ -270,7 +274,11 @@ class PreemptAction(Action):
         over every candidate node (kube normalises them over the set), nodes the victim bound
         rules out are then skipped."""
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
-        for i in _by_score(ssn, preemptor, nodes, possible):
+        if nodes is None:
+            walk = _by_local_score(ssn, preemptor, possible & self._resolvable(ssn, preemptor))
+        else:
+            walk = _by_score(ssn, preemptor, nodes, possible)
+        for i in walk:
             node = ssn.node_list[i]
             victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
@@ -300,6 +308,17 @@ class PreemptAction(Action):
             self._discard(node_stmt)
             self.wasteful = True
         return False
+
+    def _resolvable(self, ssn: Session, task: TaskInfo) -> BoolArray:
+        """``preempt_nodes`` as a mask over all nodes, for a task whose predicates are local:
+        neither found UnschedulableAndUnresolvable by allocate nor by PredicateFn now."""
+        ok = ~self.verdicts.get(task)
+        job = ssn.jobs.get(task.job)
+        err = job.fit_errors.get(task.uid) if job is not None else None
+        if err is not None and err.unresolvable:
+            by_name = ssn.nodes.by_name
+            ok[[by_name[n].index for n in err.unresolvable if n in by_name]] = False
+        return ok
 
     def _victim_order(self, ssn: Session, victims: list[TaskInfo], preemptor: TaskInfo) -> Iterator[TaskInfo]:
         """Volcano's victim queue, popped.  Victims of one job come out in reverse task order,
@@ -377,6 +396,25 @@ def _task_queue(ssn: Session, tasks: list[TaskInfo]) -> PriorityQueue[TaskInfo]:
     # the heap may compare them precomputed (framework/pq.py); jobs keep the comparator: a
     # waiting job's share and readiness move when preempt evicts its running tasks.
     return PriorityQueue(ssn.task_order, tasks, key=ssn.task_sort_key(tasks))
+
+
+def _by_local_score(ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
+    """``_by_score`` when scores are local (``Session.scores_local``): a node scores the same
+    over all nodes as over the candidates, so one argmax over all finds the best possible node
+    (the first of equal scores, as the stable sort puts it), and the rest are sorted if needed."""
+    first = int(possible.argmax())
+    if not possible[first]:
+        return
+    if possible.sum() == 1:
+        yield first
+        return
+    scores = ssn.call(P.NODE_ORDER, task, ssn.candidate_nodes())
+    best = int(np.where(possible, scores, -np.inf).argmax())
+    yield best
+    nodes = np.flatnonzero(possible)
+    for j in np.argsort(-scores[nodes], kind="stable").tolist():
+        if int(nodes[j]) != best:
+            yield int(nodes[j])
 
 
 def _network_topology(job: JobInfo) -> bool:

@@ -29,6 +29,7 @@ from lahar_scheduler.framework.points import (
     JOB_ORDER,
     JOB_PIPELINED,
     JOB_READY,
+    NODE_ORDER,
     POINTS,
     PREDICATE,
     QUEUE_ORDER,
@@ -415,6 +416,18 @@ class Session:
         for fn in self.callbacks(PREDICATE):
             local = getattr(fn, "is_local", None)
             if local is None or not local(task):
+                return False
+        return True
+
+    def scores_local(self, task: TaskInfo) -> bool:
+        """True when every node-order callback scores a node as it would among any other
+        candidates (no normalisation over the set), so scores taken over all nodes stand for
+        scores over any subset.  Callbacks say so through a ``scores_local`` method, on
+        themselves or, for a bound method, on their plugin."""
+        for fn in self.callbacks(NODE_ORDER):
+            owner = getattr(fn, "__self__", None)
+            check = getattr(fn if owner is None else owner, "scores_local", None)
+            if check is None or not check(task):
                 return False
         return True
 

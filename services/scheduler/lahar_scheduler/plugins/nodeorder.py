@@ -120,6 +120,22 @@ class NodeOrderPlugin(Plugin):
             got = self._taint_raw[task.template_key] = (raw, bool(raw.any()))
         return got
 
+    def scores_local(self, task: TaskInfo) -> bool:
+        """Whether ``score`` gives each node what it would give it among any other candidates:
+        true when only the resource scores (row-local) and a constant taint score apply, none
+        of the scores normalised over the candidate set (``Session.scores_local``)."""
+        w, pod = self.w, task.pod
+        if w.node_affinity and scores.preferred_terms(pod):
+            return False
+        if w.pod_affinity and (self.with_affinity or _has_pod_affinity(task)):
+            return False
+        if w.taint_toleration and self._taint(task)[1]:
+            return False
+        return not (
+            w.pod_topology_spread
+            and any(c.when_unsatisfiable == "ScheduleAnyway" for c in pod.spec.topology_spread_constraints)
+        )
+
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
         total = self._local.get(task.template_key, task)[idx]
