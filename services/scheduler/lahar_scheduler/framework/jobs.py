@@ -379,8 +379,8 @@ class JobInfo:
                 self.pending_best_effort += 1
             if subs is not None:
                 subs.add(task)
-        _add_runs(self.allocated, held)
-        _add_runs(self.total_request, tasks)
+        add_runs(self.allocated, held)
+        add_runs(self.total_request, tasks)
 
     def remove_task(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is None:
@@ -547,7 +547,7 @@ class JobInfo:
         self.fit_errors = {}
 
 
-def _add_runs(total: Resource, tasks: list[TaskInfo]) -> None:
+def add_runs(total: Resource, tasks: Iterable[TaskInfo]) -> None:
     """``total.add(t.resreq)`` for each task in order, one ``add_times`` per run of tasks that
     hold the very same request object."""
     last: Resource | None = None

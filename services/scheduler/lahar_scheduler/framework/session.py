@@ -21,7 +21,7 @@ from lahar_scheduler.framework.conf import PluginOption, SchedulerConf
 from lahar_scheduler.framework.cyclestate import CycleState
 from lahar_scheduler.framework.fiterrors import FitErrors
 from lahar_scheduler.framework.hypernodes import HyperNodeTree
-from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, pod_index
+from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo, add_runs, pod_index
 from lahar_scheduler.framework.nodes import NodeInfo, NodeTable
 from lahar_scheduler.framework.plugin import Plugin
 from lahar_scheduler.framework.points import (
@@ -582,12 +582,17 @@ class Session:
 
     def _update_queue_status(self) -> None:
         allocated = {name: Resource() for name in self.queues}
+        hierarchy = "root" in self.queues
         for job in self.jobs.values():
+            held = allocated[job.queue]
             for status in ALLOCATED_STATUSES:
-                for t in job.tasks_in(status):
-                    allocated[job.queue].add(t.resreq)
-                    if "root" in self.queues:
-                        self._add_to_ancestors(allocated, job.queue, t.resreq)
+                tasks = job.tasks_in(status)
+                if not hierarchy:
+                    add_runs(held, tasks)  # the same floats as an add per task
+                    continue
+                for t in tasks:
+                    held.add(t.resreq)
+                    self._add_to_ancestors(allocated, job.queue, t.resreq)
         self.result.queues = allocated
 
     def _add_to_ancestors(self, allocated: dict[str, Resource], queue: str, r: Resource) -> None:
