@@ -8,19 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_evict_caches import _fresh_reclaim_candidates
 
 from builders import make_conf, node, pod, podgroup, priority_class, queue, snapshot
-from lahar_scheduler.actions.evictutil import preempt_nodes, reclaimable_elsewhere
+from lahar_scheduler.actions.evictutil import preempt_nodes
 from lahar_scheduler.actions.reclaim import ReclaimAction
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.nodes import BoolArray
-from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.session import Session
 
 RECLAIM = make_conf(
@@ -93,17 +92,6 @@ def outcome(objs: list[Any]) -> tuple[Any, ...]:
     )
 
 
-def _fresh_candidates(self: ReclaimBound, task: TaskInfo, key: str) -> BoolArray:
-    table = self.ssn.nodes
-    counts = reclaimable_elsewhere(self.ssn)
-    extra = np.zeros_like(table.future)
-    for n in table.infos:
-        for t in n.tasks.values():
-            if counts(t, key):
-                extra[n.index] += t.res_vec
-    return fits_rows(task, table.future + extra)
-
-
 def _plain_nodes(self: ReclaimAction, ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
     nodes = preempt_nodes(ssn, task, self.verdicts)
     yield from nodes[possible[nodes]].tolist()
@@ -114,7 +102,7 @@ def plain(objs: list[Any]) -> tuple[Any, ...]:
         mp.setattr(ReclaimAction, "_first_victim", lambda self, ssn, victims: None)
         mp.setattr(ReclaimAction, "_job_key", lambda self, ssn, starving: None)
         mp.setattr(ReclaimAction, "_nodes_to_walk", _plain_nodes)
-        mp.setattr(ReclaimBound, "candidates", _fresh_candidates)
+        mp.setattr(ReclaimBound, "candidates", _fresh_reclaim_candidates)
         mp.setattr(Session, "task_sort_key", lambda self, tasks: None)
         return outcome(objs)
 
