@@ -118,6 +118,7 @@ def bench_scheduler(args: argparse.Namespace) -> int:
         placed += len(result.binds)
         if not result.binds:
             break
+    gc.unfreeze()  # the objects go back to the collector (this may run inside a test process)
     if profiler is not None:
         profiler.stop()
         Path(args.profile).write_text(profiler.output_html())
