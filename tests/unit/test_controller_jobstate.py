@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import gc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -545,24 +544,10 @@ def test_give_up_after_the_limit_unless_unlimited() -> None:
 FORBIDDEN = {"asyncio", "socket", "nats", "redis", "kubernetes", "httpx", "time"}
 
 
-def _parse(source: str) -> ast.Module:
-    """``ast.parse`` with the collector held back: a collection during it may finalise an earlier
-    test's abandoned asyncio task, whose logged traceback CPython 3.11 underlines by parsing the
-    line with ``ast`` too, and the nested conversion breaks the outer one (SystemError: AST
-    constructor recursion depth mismatch)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(source)
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def test_the_job_package_does_no_io_and_reads_no_clock() -> None:
     root = Path(lahar_controller.job.__file__).parent
     for path in root.rglob("*.py"):
-        tree = _parse(path.read_text())
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
