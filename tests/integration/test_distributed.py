@@ -92,6 +92,33 @@ async def test_gang_of_four_binds_within_a_second(
         assert elapsed < 1.0, f"gang bound after {elapsed:.2f}s"
 
 
+async def test_a_podgroup_status_undone_by_another_writer_is_written_again(
+    cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
+) -> None:
+    """The scheduler's status write can be lost after it was sent (a binder gives up on it, or a
+    stale update of another writer undoes it): the PodGroup must not stay in its old phase."""
+    kube, ns = cluster.admin, cluster.ns
+    async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
+        await ensure_queue(kube, "default")
+        await s.cache()
+        await s.scheduler(period=0.2)
+        await s.binder()
+        await kube.create("podgroups", ns, podgroup(ns, "pg", 2))
+        await asyncio.gather(*(kube.create("pods", ns, pod(ns, f"r-{i}", "pg")) for i in range(2)))
+
+        async def phase() -> str:
+            return str(json.loads(await kube.get("podgroups", ns, "pg")).get("status", {}).get("phase", ""))
+
+        await poll(lambda: _is(phase(), "Running"), timeout=10.0)
+        await kube.patch("podgroups", ns, "pg", {"status": {"phase": "Inqueue"}})
+        assert await phase() == "Inqueue"
+        await poll(lambda: _is(phase(), "Running"), timeout=20.0)
+
+
+async def _is(got: Any, want: str) -> bool:
+    return bool(await got == want)
+
+
 async def test_gang_that_cannot_fit_gets_no_bind_and_a_reason(
     cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
 ) -> None:

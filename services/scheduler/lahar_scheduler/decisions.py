@@ -36,6 +36,10 @@ BINDS_PER_MESSAGE = 64
 # A PodGroup whose condition text changes every session (counts of pods arriving) is written at
 # most this often; phase changes and new condition types are written at once.
 MESSAGE_REWRITE_SECONDS = 2.0
+# A status sent this long ago that the cluster still does not show is sent again: the write was
+# lost (dropped by a binder after its retries, or overwritten by another writer's stale update),
+# and what was sent is no proof of what the API server holds.
+STATUS_RESEND_SECONDS = 5.0
 
 
 @dataclass
@@ -177,13 +181,18 @@ def _condition(sent: Sent, key: str, message: str, session: str, fence: int, tag
 
 def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) -> bool:
     """Send a PodGroup status only when it differs from what was last sent (the API may not have
-    echoed our previous write yet), and message-only changes at most every few seconds."""
+    echoed our previous write yet), and message-only changes at most every few seconds.  The
+    caller asks only for statuses that differ from what the cluster shows: the same status sent
+    ``STATUS_RESEND_SECONDS`` ago and still not shown is sent again."""
     conds = tuple((c.type, c.status, c.reason, c.message) for c in update.conditions)
     last = sent.podgroups.get(uid)
     if last is not None:
         phase, old, when = last
         if phase == update.phase and old == conds:
-            return False
+            if clock - when < STATUS_RESEND_SECONDS:
+                return False
+            sent.podgroups[uid] = (phase, conds, clock)
+            return True
         same_shape = phase == update.phase and [c[:3] for c in old] == [c[:3] for c in conds]
         if same_shape and clock - when < MESSAGE_REWRITE_SECONDS:
             return False

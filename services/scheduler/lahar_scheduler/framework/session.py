@@ -178,7 +178,11 @@ class Session:
                 Condition(c.type, c.status, c.reason, c.message, c.transition_id)
                 for c in (job.podgroup.status.conditions if job.podgroup is not None else [])
             ]
-            self._old_status[uid_of(job)] = (job.phase, [Condition(**vars(c)) for c in conds])
+            # A status is due when it differs from what the cluster shows, not from ``job.phase``:
+            # sessions set that to their own verdict before the write is echoed (the next session
+            # schedules by it), so a write that was lost would otherwise never be seen as missing.
+            shown = job.podgroup.status.phase if job.podgroup is not None else job.phase
+            self._old_status[uid_of(job)] = (shown, [Condition(**vars(c)) for c in conds])
             self.conditions[job.uid] = conds
         self.plugins: list[Plugin] = []
         self._plugin_types = plugin_types
