@@ -157,6 +157,10 @@ class VictimBound:
 
         return compute
 
+    def sums(self, task: TaskInfo, key: str) -> FloatArray:
+        """Per node, Σ the countable tasks (a cached array: callers must not change it)."""
+        return self._cache(key).get(b"bound", task)
+
     def covering(self, task: TaskInfo, key: str, need: FloatArray) -> BoolArray:
         """Nodes whose countable tasks hold at least ``need`` (see ``need_vector``)."""
         extra = self._cache(key).get(b"bound", task)

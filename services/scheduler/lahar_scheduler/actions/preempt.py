@@ -37,6 +37,7 @@ from lahar_scheduler.actions.evictutil import (
     victims_cover,
 )
 from lahar_scheduler.actions.preempt_topology import topology_preempt
+from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
@@ -116,6 +117,13 @@ def _evictable(preemptor: TaskInfo, t: TaskInfo) -> bool:
     return not (preemptor.best_effort and not t.best_effort)
 
 
+NO_ROOM = (
+    "no node where evicting lower-priority pods the plugins let it take makes room "
+    "(priority: only lower-priority pods; gang: not below their job's minMember)"
+)
+_UNSET: Any = object()
+
+
 class PreemptAction(Action):
     name = "preempt"
 
@@ -124,6 +132,7 @@ class PreemptAction(Action):
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
         self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
         self.verdicts = UnresolvableCache(ssn)
+        self.walks = WalkMemo(ssn, self.bound, self.ceiling, self.verdicts)
         # The ceiling only spares walking nodes that would fail; keeping it fresh costs a row
         # per change.  The normal path consults it once a walk wasted a node (and from then on):
         # while every preemptor settles on its first node, it would spare nothing.
@@ -214,6 +223,13 @@ class PreemptAction(Action):
         if err is not None:
             return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
+        if not self.args.topology_aware and WalkMemo.applies(ssn, preemptor):
+            room = self._room(ssn, job.queue, preemptor)
+            use_ceiling = not isinstance(keep, _SameJob) and self.wasteful
+            walk = self.walks.order(preemptor, job.queue, use_ceiling, room)
+            if walk is not None:
+                return self._walk(ssn, stmt, preemptor, keep, walk, room) or self._miss(preemptor, NO_ROOM)
+            # No node is possible: the plain path below finds none either, and says why.
         possible = self.bound.candidates(preemptor, job.queue)
         if not possible.any():
             return self._miss(
@@ -245,7 +261,7 @@ class PreemptAction(Action):
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
-        room = None if need is None else need_vector(ssn, need)
+        room = self._room(ssn, job.queue, preemptor, need)
         if room is not None:
             covering = self.bound.covering(preemptor, job.queue, room)
             if not (bound & covering).any():
@@ -253,11 +269,13 @@ class PreemptAction(Action):
             possible = possible & covering
         if self.normal_preempt(ssn, stmt, preemptor, keep, nodes, possible, room):
             return True
-        return self._miss(
-            preemptor,
-            "no node where evicting lower-priority pods the plugins let it take makes room "
-            "(priority: only lower-priority pods; gang: not below their job's minMember)",
-        )
+        return self._miss(preemptor, NO_ROOM)
+
+    def _room(self, ssn: Session, queue: str, preemptor: TaskInfo, need: Any = _UNSET) -> FloatArray | None:
+        """What the queue must free first, over the node dimensions (None: no callback can tell)."""
+        if need is _UNSET:
+            need = eviction_need(ssn, ssn.queues[queue], preemptor)
+        return None if need is None else need_vector(ssn, need)
 
     def normal_preempt(
         self,
@@ -273,11 +291,22 @@ class PreemptAction(Action):
         pipeline it there; a node where it never fits keeps all its victims.  Scores are taken
         over every candidate node (kube normalises them over the set), nodes the victim bound
         rules out are then skipped."""
-        queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         if nodes is None:
             walk = _by_local_score(ssn, preemptor, possible & self._resolvable(ssn, preemptor))
         else:
             walk = _by_score(ssn, preemptor, nodes, possible)
+        return self._walk(ssn, stmt, preemptor, keep, walk, room)
+
+    def _walk(
+        self,
+        ssn: Session,
+        stmt: Statement,
+        preemptor: TaskInfo,
+        keep: TaskFilter,
+        walk: Iterator[int],
+        room: FloatArray | None,
+    ) -> bool:
+        queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         for i in walk:
             node = ssn.node_list[i]
             victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])

@@ -87,9 +87,14 @@ class VictimCeiling:
         """Per node, whether future idle plus the ceiling could hold ``preemptor`` (None: no
         ceiling known).  Kept per task shape and refreshed on the rows that went stale, as the
         ceiling itself is; the array is cached, callers must not change it."""
-        entry = self._entry(preemptor, queue)
+        return self.fits_keyed(preemptor, queue)[0]
+
+    def fits_keyed(self, preemptor: TaskInfo, queue: str) -> tuple[BoolArray | None, Hashable]:
+        """``fits`` and the key of the rows it read: two preemptors of one shape get the same
+        mask when the keys are equal (the plugins' keys hold what their tests read of them)."""
+        entry, key = self._keyed_entry(preemptor, queue)
         if entry is None:
-            return None
+            return None, key
         changes, dirty = self.ssn.nodes.changes, self._dirty
         future = self.ssn.nodes.future
         got = entry.fits.get(preemptor.template_key)
@@ -103,7 +108,12 @@ class VictimCeiling:
                 rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
                 mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
         entry.fits[preemptor.template_key] = (mask, len(changes), len(dirty))
-        return mask
+        return mask, key
+
+    @property
+    def dirty(self) -> list[int]:
+        """Rows whose jobs changed, in order (a reader keeps how many it has seen)."""
+        return self._dirty
 
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
@@ -111,8 +121,11 @@ class VictimCeiling:
         return None if entry is None else entry.values
 
     def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
+        return self._keyed_entry(preemptor, queue)[0]
+
+    def _keyed_entry(self, preemptor: TaskInfo, queue: str) -> tuple[_Entry | None, Hashable]:
         if not self.useful:
-            return None
+            return None, None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
         self._queues.add(queue)
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
@@ -122,14 +135,14 @@ class VictimCeiling:
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
             rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
             entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
-            return entry
+            return entry, key
         if entry.changes < len(changes) or entry.dirty < len(self._dirty):
             stale = set(changes[entry.changes :])
             stale.update(self._dirty[entry.dirty :])
             rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
             entry.values[rows] = self._compute(queue, tests, rows)
             entry.changes, entry.dirty = len(changes), len(self._dirty)
-        return entry
+        return entry, key
 
     def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
         infos = self.ssn.nodes.infos

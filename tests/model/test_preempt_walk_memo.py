@@ -1,0 +1,135 @@
+"""Preempt's walk memo (actions/preempt_walk.py) walks exactly the nodes, in exactly the order,
+that the plain path computes afresh for each preemptor: the same evictions, pipelined tasks and
+binds on random clusters of low-priority running jobs and starving high-priority gangs, with
+the victim ceiling and the queue's eviction need in play."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import make_conf, node, pod, podgroup, priority_class, queue, snapshot
+from lahar_scheduler.actions import preempt_walk
+from lahar_scheduler.actions.preempt_walk import WalkMemo
+from lahar_scheduler.core import run_session
+
+PREEMPT = make_conf(
+    "enqueue, allocate, preempt",
+    [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+    [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+)
+QUEUES = ("a", "b")
+CLASSES = ("low", "mid", "high")
+
+
+@st.composite
+def contended(draw: st.DrawFn) -> list[Any]:
+    objs: list[Any] = [priority_class("low", 10), priority_class("mid", 50), priority_class("high", 100)]
+    objs += [queue(q, draw(st.integers(1, 3))) for q in QUEUES]
+    nodes = draw(st.integers(2, 6))
+    for n in range(nodes):
+        cpu = draw(st.sampled_from([4, 8]))
+        objs.append(node(f"n{n}", cpu=str(cpu), memory="64Gi"))
+        # Most nodes full: a running job per node, some of whose tasks run elsewhere.
+        size = draw(st.integers(1, cpu))
+        cls = draw(st.sampled_from(CLASSES[:2]))
+        group = f"run-{n}"
+        objs.append(
+            podgroup(
+                group,
+                queue=draw(st.sampled_from(QUEUES)),
+                min_member=draw(st.integers(1, size)),
+                phase="Running",
+                priority_class=cls,
+            )
+        )
+        for t in range(size):
+            where = n if draw(st.integers(0, 3)) else draw(st.integers(0, nodes - 1))
+            objs.append(
+                pod(f"{group}-{t}", group=group, cpu="1", node_name=f"n{where}", phase="Running", priority_class=cls)
+            )
+    for j in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(1, 5))
+        cls = draw(st.sampled_from(CLASSES[1:]))
+        group = f"pend-{j}"
+        objs.append(
+            podgroup(
+                group, queue=draw(st.sampled_from(QUEUES)), min_member=draw(st.integers(1, size)), priority_class=cls
+            )
+        )
+        cpu = str(draw(st.sampled_from([1, 2, 4])))
+        objs += [pod(f"{group}-{t}", group=group, cpu=cpu, priority_class=cls) for t in range(size)]
+    return objs
+
+
+def outcome(objs: list[Any]) -> tuple[Any, ...]:
+    result = run_session(snapshot(objs), PREEMPT)
+    return (
+        sorted((t.key, r) for t, r in result.evictions),
+        sorted(result.pipelined.items()),
+        sorted((t.key, n) for t, n in result.binds),
+        sorted((k, v.reason, v.message) for k, v in result.task_reasons.items()),
+    )
+
+
+def plain(objs: list[Any]) -> tuple[Any, ...]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WalkMemo, "applies", staticmethod(lambda ssn, task: False))
+        return outcome(objs)
+
+
+@settings(max_examples=250, deadline=None, derandomize=True)
+@given(contended())
+def test_preempt_decides_the_same_without_its_walk_memo(objs: list[Any]) -> None:
+    assert outcome(objs) == plain(objs)
+
+
+def test_the_memo_is_refreshed_and_walked_past_its_best_node() -> None:
+    """Four nodes of low-priority pods, one starving gang of high-priority pods: the memo is made
+    once, refreshed on the rows each preemptor changed, and a node whose victims run out is
+    walked past (the rest of the walk comes from the memo too)."""
+    objs: list[Any] = [priority_class("low", 10), priority_class("high", 100), queue("a")]
+    objs += [node(f"n{n}", cpu="4", memory="64Gi") for n in range(4)]
+    for n in range(4):
+        objs.append(podgroup(f"run-{n}", queue="a", min_member=1, phase="Running", priority_class="low"))
+        objs += [
+            pod(f"run-{n}-{t}", group=f"run-{n}", cpu="1", node_name=f"n{n}", phase="Running", priority_class="low")
+            for t in range(4)
+        ]
+    objs.append(podgroup("pend", queue="a", min_member=8, priority_class="high"))
+    objs += [pod(f"pend-{t}", group="pend", cpu="1", priority_class="high") for t in range(8)]
+    calls: Counter[str] = Counter()
+    full, refresh, walk = WalkMemo._full, WalkMemo._refresh, preempt_walk._walk
+
+    def spy_walk(masked: Any, best: int) -> Any:
+        for i, node_index in enumerate(walk(masked, best)):
+            calls["past the best node" if i else "best node"] += 1
+            yield node_index
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WalkMemo, "_full", lambda self, *a: calls.update(["full"]) or full(self, *a))
+        mp.setattr(WalkMemo, "_refresh", lambda self, *a: calls.update(["refresh"]) or refresh(self, *a))
+        mp.setattr(preempt_walk, "_walk", spy_walk)
+        fast = outcome(objs)
+    assert len(fast[0]) == 8 and len(fast[1]) == 8  # every pending task preempted a low one
+    assert calls["refresh"] >= 6 and calls["best node"] == 8
+    assert calls["full"] < calls["refresh"]
+    assert fast == plain(objs)
+
+
+def test_the_random_clusters_preempt() -> None:
+    """The property above is not vacuous: its clusters make evictions."""
+    evicting = 0
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(contended())
+    def count(objs: list[Any]) -> None:
+        nonlocal evicting
+        evicting += bool(outcome(objs)[0])
+
+    count()
+    assert evicting >= 5  # derandomized: the same 60 clusters each run
