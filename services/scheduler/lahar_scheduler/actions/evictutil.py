@@ -18,6 +18,7 @@ import numpy as np
 from lahar.api.resource import Resource
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.predicate import fits_rows
+from lahar_scheduler.framework.predicate import fits_vector as fits_vector  # re-exported: actions import it here
 from lahar_scheduler.framework.rowcache import RowCache
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES, TaskStatus
 
@@ -29,12 +30,6 @@ if TYPE_CHECKING:
 S = TaskStatus
 NEVER = "Never"
 TaskFilter = Callable[["TaskInfo"], bool]
-
-
-def fits_vector(task: TaskInfo, have: FloatArray) -> bool:
-    """``LessEqual(InitResreq, have, Zero)`` for one node's vector (epsilon 0.1)."""
-    need = task.init_vec
-    return all(need[c] < have[c] + 0.1 for c in task.fit_cols.tolist())
 
 
 def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:

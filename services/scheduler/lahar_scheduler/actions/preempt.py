@@ -26,7 +26,6 @@ from lahar_scheduler.actions.evictutil import (
     TaskFilter,
     UnresolvableCache,
     VictimBound,
-    covers,
     fits_vector,
     need_vector,
     passes_node,
@@ -314,7 +313,7 @@ class PreemptAction(Action):
             if not victims_cover(preemptor, node, victims):
                 self.wasteful = True
                 continue
-            if room is not None and not covers(sum((v.res_vec for v in victims), np.zeros(len(room))), room):
+            if room is not None and not _frees(victims, room):
                 self.wasteful = True
                 continue  # these victims cannot free what the queue needs
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
@@ -372,6 +371,18 @@ _UNKNOWN: Any = object()
 def _popped(order: PriorityQueue[TaskInfo]) -> Iterator[TaskInfo]:
     while not order.empty():
         yield order.pop()
+
+
+def _frees(victims: list[TaskInfo], room: FloatArray) -> bool:
+    """``covers(Σ victims, room)`` in Python floats, on the dimensions the queue needs (the same
+    sums in the same order; a sum is never below a zero need)."""
+    for c in np.flatnonzero(room > 0).tolist():
+        held = 0.0
+        for v in victims:
+            held += v.res_vec[c]
+        if not held >= room[c]:
+            return False
+    return True
 
 
 def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:

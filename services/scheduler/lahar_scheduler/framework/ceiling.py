@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.predicate import fits_rows
+from lahar_scheduler.framework.predicate import fits_rows, fits_vector
+from lahar_scheduler.framework.rowcache import SCALAR_ROWS
 from lahar_scheduler.framework.session import EventHandler, Session
 
 if TYPE_CHECKING:
@@ -105,8 +106,13 @@ class VictimCeiling:
             if read_changes < len(changes) or read_dirty < len(dirty):
                 stale = set(changes[read_changes:])
                 stale.update(dirty[read_dirty:])
-                rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
-                mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
+                if len(stale) <= SCALAR_ROWS:  # a row or two: numpy's per-call cost dominates
+                    values = entry.values
+                    for i in stale:
+                        mask[i] = fits_vector(preemptor, future[i] + values[i])
+                else:
+                    rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+                    mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
         entry.fits[preemptor.template_key] = (mask, len(changes), len(dirty))
         return mask, key
 

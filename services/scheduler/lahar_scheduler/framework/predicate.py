@@ -98,6 +98,13 @@ def fit_failures(
     return ~bad, failures
 
 
+def fits_vector(task: TaskInfo, have: FloatArray) -> bool:
+    """``LessEqual(InitResreq, have, Zero)`` for one node's vector (epsilon 0.1): ``fits_rows``
+    for one row, without numpy's per-call cost."""
+    need = task.init_vec
+    return all(need[c] < have[c] + 0.1 for c in task.fit_cols.tolist())
+
+
 def fits_rows(task: TaskInfo, have: FloatArray) -> BoolArray:
     """``LessEqual(InitResreq, have, Zero)`` (epsilon 0.1) for each row of ``have`` at once."""
     cols = task.fit_cols

@@ -43,6 +43,7 @@ class DrfPlugin(Plugin):
         self.total = ssn.total_resource
         self.names = self.total.names()
         self.attrs: dict[str, Attr] = {}
+        self._floors: dict[bytes, float] = {}  # per task shape, for preempt_ceiling
         for job in ssn.jobs.values():
             held = Resource()
             for status in ALLOCATED_STATUSES:
@@ -98,7 +99,10 @@ class DrfPlugin(Plugin):
     def preempt_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks whose job's share without them is at least the preemptor's request
         alone (its share once placed can only be larger); see framework/ceiling.py."""
-        floor = self.dominant(preemptor.resreq) - SHARE_DELTA
+        # The floor reads the request and the cluster's total alone: once per task shape.
+        floor = self._floors.get(preemptor.template_key)
+        if floor is None:
+            floor = self._floors[preemptor.template_key] = self.dominant(preemptor.resreq) - SHARE_DELTA
         attrs = self.attrs
         # One answer per job and request over the node dimensions (the only ones the share
         # reads); a test lives for one ceiling computation, during which no share changes.
