@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from test_preempt_ceiling import CONF, contended, outcome
+from test_preempt_ceiling import CONF, contended, no_ceiling, outcome
 
 from builders import make_conf
 from lahar_scheduler.actions import evictutil, preempt
 from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound, reclaimable_elsewhere
+from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.nodes import BoolArray
 from lahar_scheduler.framework.predicate import fits_rows
@@ -66,14 +66,15 @@ def uncached(objs: list[Any], conf: Any) -> tuple[Any, ...]:
         mp.setattr(UnresolvableCache, "get", _fresh_unresolvable)
         mp.setattr(preempt, "passes_node", _fresh_passes)
         mp.setattr(evictutil, "passes_node", _fresh_passes)
+        mp.setattr(WalkMemo, "applies", staticmethod(lambda ssn, task: False))  # the walk memo is a cache too
         # The ceiling is checked on its own (test_preempt_ceiling); here it is left out of both.
-        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
+        no_ceiling(mp)
         return outcome(objs, conf)
 
 
 def without_ceiling(objs: list[Any], conf: Any) -> tuple[Any, ...]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
+        no_ceiling(mp)
         return outcome(objs, conf)
 
 

@@ -22,6 +22,12 @@ CONF = make_conf(
 )
 
 
+def no_ceiling(mp: pytest.MonkeyPatch) -> None:
+    """The ceiling answers nothing: every path walks the nodes it would have spared."""
+    mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
+    mp.setattr(VictimCeiling, "fits_keyed", lambda self, preemptor, queue: (None, None))
+
+
 @st.composite
 def contended(draw: st.DrawFn) -> list[Any]:
     weights = draw(st.tuples(st.integers(1, 4), st.integers(1, 4)))
@@ -83,7 +89,7 @@ def test_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs)
     assert always_ceiling(objs) == with_ceiling
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
+        no_ceiling(mp)
         without = outcome(objs)
     assert with_ceiling == without
 
@@ -101,7 +107,7 @@ TOPOLOGY = make_conf(
 def test_topology_aware_preempt_decides_the_same_without_the_ceiling(objs: list[Any]) -> None:
     with_ceiling = outcome(objs, TOPOLOGY)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
+        no_ceiling(mp)
         without = outcome(objs, TOPOLOGY)
     assert with_ceiling == without
 

@@ -80,14 +80,15 @@ class UnresolvableCache:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self._rows: RowCache[np.ndarray] = RowCache(ssn.nodes, self._compute, self._row)
+        # The predicates' scalar twins (callbacks are registered once, as the session opens).
+        self._passes = [getattr(fn, "passes_row", None) for fn in ssn.callbacks(P.PREDICATE)]
 
     def _compute(self, task: TaskInfo, rows: IntArray) -> np.ndarray:
         return np.isin(rows, self.ssn.call(P.PREDICATE, task, rows).unresolvable)
 
     def _row(self, task: TaskInfo, i: int) -> bool:
         # A node that passes is not unresolvable: only a failing one needs the reasons' codes.
-        rows = [getattr(fn, "passes_row", None) for fn in self.ssn.callbacks(P.PREDICATE)]
-        if all(row is not None and row(task, i) for row in rows):
+        if all(row is not None and row(task, i) for row in self._passes):
             return False
         return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
 
@@ -112,8 +113,21 @@ class VictimBound:
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
         if cache is None:
-            cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), size=1)
+            cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), self._row(key), size=1)
         return cache
+
+    def _row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
+        infos, width, counts = self.ssn.nodes.infos, len(self.ssn.nodes.space), self.counts
+
+        def row(_: TaskInfo, i: int) -> FloatArray:
+            # ``compute`` for one row: the same additions in the same order.
+            out: FloatArray = np.zeros(width)
+            for t in infos[i].tasks.values():
+                if counts(t, key):
+                    out += t.res_vec
+            return out
+
+        return row
 
     def _compute(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
         infos = self.ssn.nodes.infos

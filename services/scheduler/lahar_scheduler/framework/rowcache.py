@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class RowCache(Generic[A]):
         self,
         table: NodeTable,
         compute: Callable[[TaskInfo, IntArray], A],
-        row: Callable[[TaskInfo, int], float] | None = None,
+        row: Callable[[TaskInfo, int], Any] | None = None,  # one node's value: a number or a row
         size: int = 64,
     ) -> None:
         self.table = table
