@@ -186,13 +186,13 @@ def need_vector(ssn: Session, need: Resource) -> FloatArray:
     unreachable.  One unit of slack keeps the check a strict necessary condition whatever the
     rounding: the real allocatable check still runs on every node that passes it."""
     space = ssn.nodes.space
-    out = np.zeros(len(space))
+    out = [0.0] * len(space)  # built in Python: asked once per preemptor, numpy costs more here
     for name in need.names():
         col = space.index.get(name)
         if col is None:
             return np.full(len(space), np.inf)
-        out[col] = need.get(name)
-    return np.where(out > 0, out - 1.0, 0.0)
+        out[col] = float(need.get(name))
+    return np.array([v - 1.0 if v > 0 else 0.0 for v in out])
 
 
 def covers(held: FloatArray, need: FloatArray) -> BoolArray:

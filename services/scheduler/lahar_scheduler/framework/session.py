@@ -48,6 +48,7 @@ from lahar_scheduler.framework.ports import ExtenderTransport, NoTransport
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.predicate import Failure
 from lahar_scheduler.framework.snapshot import Snapshot, parse_time
+from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.topology import JobTopology, job_topologies, sub_job_topologies
@@ -60,7 +61,6 @@ from lahar_scheduler.framework.why import Why
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import IntArray
-    from lahar_scheduler.framework.statement import Statement
 
 S = TaskStatus
 Q = ParamSpec("Q")
@@ -460,8 +460,6 @@ class Session:
             fn(task)
 
     def statement(self) -> Statement:
-        from lahar_scheduler.framework.statement import Statement
-
         return Statement(self)
 
     def dispatch(self, task: TaskInfo) -> None:
