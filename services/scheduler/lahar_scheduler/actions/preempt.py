@@ -129,7 +129,7 @@ class PreemptAction(Action):
     def execute(self, ssn: Session) -> None:
         self.args = typed(self.arguments, PreemptArgs)
         self.bound = VictimBound(ssn, preemptable_in_queue(ssn))
-        self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))
+        self.ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn), PREEMPTABLE_STATUSES)
         self.verdicts = UnresolvableCache(ssn)
         self.walks = WalkMemo(ssn, self.bound, self.ceiling, self.verdicts)
         # The ceiling only spares walking nodes that would fail; keeping it fresh costs a row

@@ -20,7 +20,7 @@ state in its key, so a change starts a fresh cache.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,9 +29,10 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.predicate import fits_rows, fits_vector
 from lahar_scheduler.framework.rowcache import SCALAR_ROWS
 from lahar_scheduler.framework.session import EventHandler, Session
+from lahar_scheduler.framework.types import TaskStatus
 
 if TYPE_CHECKING:
-    from lahar_scheduler.framework.jobs import TaskInfo
+    from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
     from lahar_scheduler.framework.nodes import BoolArray, FloatArray, IntArray
 
 CouldName = Callable[["TaskInfo"], bool]
@@ -55,9 +56,17 @@ class _Entry:
 
 
 class VictimCeiling:
-    def __init__(self, ssn: Session, point: P.Point[Any, Any, Any], counts: Callable[[TaskInfo, str], bool]) -> None:
+    def __init__(
+        self,
+        ssn: Session,
+        point: P.Point[Any, Any, Any],
+        counts: Callable[[TaskInfo, str], bool],
+        statuses: Collection[TaskStatus] | None = None,
+    ) -> None:
         self.ssn = ssn
         self.counts = counts
+        # The only statuses a task ``counts`` with (None: any); a job's other tasks mark nothing.
+        self.statuses = None if statuses is None else tuple(statuses)
         chain: Sequence[Sequence[Callable[..., Any]]] = ssn.chain(point)
         self.chain = [[_ceiling_of(fn) for fn in fns] for fns in chain]
         self.useful = any(c is not None for tier in self.chain for c in tier)
@@ -75,7 +84,7 @@ class VictimCeiling:
         # job's state (e.g. not the nodes of its pipelined tasks).
         by_name, counts, queues = self.ssn.nodes.by_name, self.counts, self._queues
         marked: set[str] = set()  # a job's tasks share nodes: one row is marked once
-        for t in job.tasks.values():
+        for t in self._may_count(job):
             name = t.node_name
             if not name or name in marked:
                 continue
@@ -83,6 +92,13 @@ class VictimCeiling:
             if node is not None and any(counts(t, q) for q in queues):
                 marked.add(name)
                 self._dirty.append(node.index)
+
+    def _may_count(self, job: JobInfo) -> Iterator[TaskInfo]:
+        if self.statuses is None:
+            yield from job.tasks.values()
+            return
+        for status in self.statuses:
+            yield from job.tasks_in(status)
 
     def fits(self, preemptor: TaskInfo, queue: str) -> BoolArray | None:
         """Per node, whether future idle plus the ceiling could hold ``preemptor`` (None: no
