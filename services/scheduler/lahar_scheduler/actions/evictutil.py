@@ -113,10 +113,10 @@ class VictimBound:
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
         if cache is None:
-            cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), self._row(key), size=1)
+            cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), self._sum_row(key), size=1)
         return cache
 
-    def _row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
+    def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
         infos, width, counts = self.ssn.nodes.infos, len(self.ssn.nodes.space), self.counts
 
         def row(_: TaskInfo, i: int) -> FloatArray:
