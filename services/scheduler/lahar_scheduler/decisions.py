@@ -26,6 +26,7 @@ class Sent:
     """What was last sent per object, to send only changes."""
 
     queues: dict[str, dict[str, str]] = field(default_factory=dict)
+    queues_at: dict[str, float] = field(default_factory=dict)  # when each queue's was sent
     pods: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     missing_queue: dict[str, str] = field(default_factory=dict)
     podgroups: dict[str, tuple[str, tuple[tuple[str, str, str, str], ...], float]] = field(default_factory=dict)
@@ -200,6 +201,18 @@ def _podgroup_due(uid: str, update: PodGroupUpdate, sent: Sent, clock: float) ->
     return True
 
 
+def _queue_due(name: str, listed: dict[str, str], sent: Sent, clock: float, snapshot: Snapshot | None) -> bool:
+    """A queue's allocated is sent when it differs from what was last sent, and again when the
+    cluster still shows something else ``STATUS_RESEND_SECONDS`` after (a lost write)."""
+    if sent.queues.get(name) != listed:
+        return True
+    if snapshot is None or clock - sent.queues_at.get(name, clock) < STATUS_RESEND_SECONDS:
+        return False
+    info = snapshot.queues.get(name)
+    # Read back through the same formatting: "4000m" and "4" are the same quantity.
+    return info is not None and Resource.from_list(info.queue.status.allocated).to_list() != listed
+
+
 def decisions(
     result: SessionResult,
     session: str,
@@ -269,8 +282,8 @@ def decisions(
             )
     for name, allocated in result.queues.items():
         listed = queue_allocated(allocated)
-        if sent.queues.get(name) != listed:
-            sent.queues[name] = listed
+        if _queue_due(name, listed, sent, clock, snapshot):
+            sent.queues[name], sent.queues_at[name] = listed, clock
             out.queues.append(QueueStatus(id=f"{session}/queue/{name}", name=name, allocated=listed, fence=fence))
     for key, why in result.task_reasons.items():
         now_sent = (why.reason, why.message, why.nominated_node)
