@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lahar_scheduler.actions import preempt_topology_fast
-from lahar_scheduler.actions.preempt_topology_cache import View, rows_for
+from lahar_scheduler.actions.preempt_topology_cache import Row, View, rows_for
 from lahar_scheduler.bench_preempt import cluster
 from lahar_scheduler.core import load_conf, run_session
 from lahar_scheduler.framework.conf import SchedulerConf
@@ -271,18 +271,15 @@ def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
     view = View(0, rows, width, 0, 0)
     view.deepen(depth)
     view.count[:] = data.draw(st.lists(st.integers(0, depth), min_size=rows, max_size=rows))
-    view.res[:, :depth] = np.reshape(data.draw(arrays), (rows, depth, width))
-    view.queue_vec[:, :depth] = view.res[:, :depth, :2] * data.draw(st.sampled_from([1.0, 0.5]))
-    for r, m in enumerate(view.count.tolist()):
-        view.res[r, m:] = 0.0
-        view.queue_vec[r, m:] = 0.0
-    view.prio[:, :depth] = np.reshape(
-        data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth)
-    )
-    view.start[:, :depth] = np.reshape(
+    res = np.reshape(data.draw(arrays), (rows, depth, width))
+    queue_vec = res[:, :, :2] * data.draw(st.sampled_from([1.0, 0.5]))
+    prio = np.reshape(data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth))
+    start = np.reshape(
         data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=rows * depth, max_size=rows * depth)),
         (rows, depth),
     )
+    for r, m in enumerate(view.count.tolist()):
+        view.data[r] = Row(res[r, :m].tolist(), queue_vec[r, :m].tolist(), prio[r, :m].tolist(), start[r, :m].tolist())
     view.filled[:] = 1
     future = np.reshape(data.draw(st.lists(floats, min_size=rows * width, max_size=rows * width)), (rows, width))
     cols = np.array(data.draw(st.sampled_from([[0, 1], [0, 1, 2], [1]])), dtype=np.intp)
@@ -299,7 +296,7 @@ def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
     ssn: Any = SimpleNamespace(nodes=SimpleNamespace(future=future))
     got = []
     for scalar in (0, rows):
-        out = preempt_topology_fast.Outcome(rows, view.res.shape[1])
+        out = preempt_topology_fast.Outcome(rows, view.depth)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(preempt_topology_fast, "SCALAR_ROWS", scalar)
             preempt_topology_fast._dry_run_rows(ssn, limits, view, out, np.arange(rows))

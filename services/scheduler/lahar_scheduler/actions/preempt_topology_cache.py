@@ -53,57 +53,89 @@ def start_time(task: TaskInfo, now: float) -> float:
     return parse_time(stamp) if stamp else now
 
 
+class Row:
+    """One row's victims as the dry runs read them, in victim order: each victim's request
+    vector, its (milli cpu, memory) for the queue test, its pod priority and start time."""
+
+    __slots__ = ("prio", "queue", "res", "start")
+
+    def __init__(self, res: list[list[float]], queue: list[list[float]], prio: list[int], start: list[float]) -> None:
+        self.res, self.queue, self.prio, self.start = res, queue, prio, start
+
+
+EMPTY_ROW = Row([], [], [], [])
+
+
 class View:
-    """Rows over all nodes for one view key; ``valid`` says which rows are current."""
+    """Rows over all nodes for one view key; ``valid`` says which rows are current.  A row's
+    victims are kept as Python lists: most dry runs read one or two rows, in Python floats, and
+    the few that read many pack them into arrays then (``pack``)."""
 
     __slots__ = (
         "changes",
         "count",
+        "data",
+        "depth",
         "dirty",
         "filled",
         "odd",
         "outcomes",
-        "prio",
-        "queue_vec",
-        "res",
-        "start",
         "tier",
         "valid",
         "victims",
+        "width",
     )
 
     def __init__(self, tier: int, nodes: int, width: int, changes: int, dirty: int) -> None:
-        self.tier = tier
+        self.tier, self.width = tier, width
         self.changes, self.dirty = changes, dirty
         self.valid: BoolArray = np.zeros(nodes, dtype=bool)
         self.odd: BoolArray = np.zeros(nodes, dtype=bool)  # the exact path must run here
         self.count: IntArray = np.zeros(nodes, dtype=np.intp)  # the tier's victims (0: next tier)
         self.victims: list[list[TaskInfo]] = [[] for _ in range(nodes)]
+        self.data: list[Row] = [EMPTY_ROW] * nodes  # meaningful on rows that are not odd
         self.filled: IntArray = np.zeros(nodes, dtype=np.int64)  # bumped whenever a row is recomputed
         # Dry-run results per preemptor shape (see preempt_topology_fast.Outcome), most recent last.
         self.outcomes: OrderedDict[bytes, Any] = OrderedDict()
-        self._shape(nodes, width, 4)
-
-    def _shape(self, nodes: int, width: int, depth: int) -> None:
-        self.res: FloatArray = np.zeros((nodes, depth, width))
-        self.queue_vec: FloatArray = np.zeros((nodes, depth, 2))  # (milli cpu, memory) of resreq
-        self.prio: IntArray = np.zeros((nodes, depth), dtype=np.int64)
-        self.start: FloatArray = np.zeros((nodes, depth))
+        self.depth = 4  # room for victims per row in the outcomes' chosen masks
 
     def deepen(self, depth: int) -> None:
-        """Room for ``depth`` victims per row (padding stays zero)."""
-        old = self.res.shape[1]
-        if depth <= old:
+        """Room for ``depth`` victims per row."""
+        if depth <= self.depth:
             return
-        res, queue_vec, prio, start = self.res, self.queue_vec, self.prio, self.start
         self.outcomes.clear()  # their chosen masks are as deep as the rows were
-        self._shape(res.shape[0], res.shape[2], max(depth, 2 * old))
-        self.res[:, :old], self.queue_vec[:, :old], self.prio[:, :old], self.start[:, :old] = (
-            res,
-            queue_vec,
-            prio,
-            start,
-        )
+        self.depth = max(depth, 2 * self.depth)
+
+    def pack(self, rows: IntArray, depth: int) -> tuple[FloatArray, FloatArray, IntArray, FloatArray]:
+        """The ``rows`` as padded arrays ``depth`` victims deep (padding zero; dry runs add it):
+        request vectors, queue vectors, pod priorities, start times."""
+        n = len(rows)
+        res = np.zeros((n, depth, self.width))
+        queue_vec = np.zeros((n, depth, 2))
+        prio = np.zeros((n, depth), dtype=np.int64)
+        start = np.zeros((n, depth))
+        at: list[int] = []
+        pos: list[int] = []
+        flat_res: list[list[float]] = []
+        flat_queue: list[list[float]] = []
+        flat_prio: list[int] = []
+        flat_start: list[float] = []
+        data = self.data
+        for j, i in enumerate(rows.tolist()):
+            row = data[i]
+            m = len(row.prio)
+            at += [j] * m
+            pos += range(m)
+            flat_res += row.res
+            flat_queue += row.queue
+            flat_prio += row.prio
+            flat_start += row.start
+        if at:
+            res[at, pos] = flat_res
+            queue_vec[at, pos] = flat_queue
+            prio[at, pos] = flat_prio
+            start[at, pos] = flat_start
+        return res, queue_vec, prio, start
 
 
 class VictimRows:
@@ -138,7 +170,7 @@ class VictimRows:
         table = self.ssn.nodes
         n, width = len(table.infos), table.future.shape[1]
         view = self._views.get(key)
-        if view is None or len(view.valid) != n or view.res.shape[2] != width:
+        if view is None or len(view.valid) != n or view.width != width:
             view = self._views[key] = View(tier, n, width, len(table.changes), len(self._dirty))
             return view
         changes, dirty = table.changes, self._dirty
@@ -153,8 +185,7 @@ class VictimRows:
     def fill(self, view: View, rows: IntArray, preemptor: TaskInfo, keep: TaskFilter) -> None:
         """Compute the stale ``rows`` with ``preemptor``'s callbacks of the view's tier (none of
         the rows may hold an evictable task of its job)."""
-        infos, now = self.ssn.nodes.infos, self.ssn.now
-        width = view.res.shape[2]
+        infos = self.ssn.nodes.infos
         fns = self.ssn.chain(P.PREEMPTABLE)[view.tier]
         # Every row is recomputed (``filled`` bumped), odd or not.
         view.valid[rows] = True
@@ -163,30 +194,36 @@ class VictimRows:
             cands = [t for t in infos[i].tasks.values() if keep(t)]
             named = P.tier_victims(fns, (preemptor, cands)) or []
             ordered = self._in_victim_order(named, preemptor)
-            prios = [pod_priority(t) for t in ordered]
-            # Victims the callbacks invented, odd vectors or priorities: the exact path decides.
-            odd = (
-                not set(map(id, cands)).issuperset(map(id, ordered))
-                or any(len(t.res_vec) != width for t in ordered)
-                or any(abs(p) >= PRIORITY_LIMIT for p in prios)
-            )
-            view.odd[i] = odd
             view.victims[i] = ordered
             m = len(ordered)
             view.count[i] = m
-            if odd:
-                continue
-            view.deepen(m)
-            if m:
-                view.res[i, :m] = [t.res_vec for t in ordered]
-                view.queue_vec[i, :m] = [(t.resreq.milli_cpu, t.resreq.memory) for t in ordered]
-                view.prio[i, :m] = prios
-                view.start[i, :m] = [start_time(t, now) for t in ordered]
-            # Padding stays zero (dry runs add it).
-            view.res[i, m:] = 0.0
-            view.queue_vec[i, m:] = 0.0
-            view.prio[i, m:] = 0
-            view.start[i, m:] = 0.0
+            row = self._row(ordered, cands, view.width)
+            view.odd[i] = row is None
+            if row is not None:
+                view.data[i] = row
+                view.deepen(m)
+
+    def _row(self, ordered: list[TaskInfo], cands: list[TaskInfo], width: int) -> Row | None:
+        """The dry runs' data for ``ordered``; None when the exact path must decide: the
+        callbacks named a victim that is not a candidate, or one with an odd vector or priority."""
+        if not ordered:
+            return EMPTY_ROW
+        given = {id(t) for t in cands}
+        now = self.ssn.now
+        res: list[list[float]] = []
+        queue: list[list[float]] = []
+        prio: list[int] = []
+        start: list[float] = []
+        for t in ordered:
+            p = pod_priority(t)
+            if id(t) not in given or len(t.res_vec) != width or abs(p) >= PRIORITY_LIMIT:
+                return None
+            res.append(t.res_vec.tolist())
+            # As float64 arrays held them (the same doubles for any int a request may be).
+            queue.append([float(t.resreq.milli_cpu), float(t.resreq.memory)])
+            prio.append(p)
+            start.append(start_time(t, now))
+        return Row(res, queue, prio, start)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
         """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue

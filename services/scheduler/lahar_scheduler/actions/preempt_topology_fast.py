@@ -456,7 +456,7 @@ class Outcome:
 def _outcome(view: View, key: bytes) -> Outcome:
     got: Outcome | None = view.outcomes.get(key)
     if got is None:
-        got = view.outcomes[key] = Outcome(len(view.valid), view.res.shape[1])
+        got = view.outcomes[key] = Outcome(len(view.valid), view.depth)
         if len(view.outcomes) > OUTCOMES:
             view.outcomes.popitem(last=False)
     else:
@@ -495,7 +495,8 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
         return
     count = view.count[rows]
     depth = int(count.max())
-    chosen, cover = dry_run(limits, ssn.nodes.future[rows], view.res[rows, :depth], view.queue_vec[rows, :depth], count)
+    res, queue_vec, prio, start = view.pack(rows, depth)
+    chosen, cover = dry_run(limits, ssn.nodes.future[rows], res, queue_vec, count)
     cand = cover & chosen.any(axis=1)
     out.at[rows] = view.filled[rows]
     out.cand[rows] = cand
@@ -503,7 +504,7 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
     out.chosen[rows, :depth] = chosen
     if cand.any():
         picked = rows[cand]
-        criteria = _criteria(chosen[cand], view.prio[picked, :depth], view.start[picked, :depth])
+        criteria = _criteria(chosen[cand], prio[cand], start[cand])
         for c, values in enumerate(criteria):
             out.criteria[c][picked] = values
 
@@ -515,8 +516,9 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     m = int(view.count[r])
     need, (alloc, request, deserved) = limits.py_need, limits.py_queue
     n, q = len(need), len(alloc)
-    res: list[list[float]] = view.res[r, :m, limits.cols].tolist()
-    queue: list[list[float]] = view.queue_vec[r, :m, limits.queue_cols].tolist() if q else []
+    row = view.data[r]
+    res = [[v[c] for v in row.res] for c in limits.py_cols]
+    queue = [[v[c] for v in row.queue] for c in limits.py_queue_cols]
     have: list[float] = future[r, limits.cols].tolist()
     cover = m > 0
     for c in range(n):  # ValidateVictims: every victim added in order
@@ -554,8 +556,7 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     if not chosen:
         return
     out.chosen[r, chosen] = True
-    prio: list[int] = view.prio[r, :m].tolist()
-    start: list[float] = view.start[r, :m].tolist()
+    prio, start = row.prio, row.start
     highest = max(prio[k] for k in chosen)
     criteria = (
         -prio[chosen[0]],
@@ -584,11 +585,15 @@ class Limits:
     # The same as Python floats, for one row's dry run: need; (allocated, request, deserved).
     py_need: list[float] = field(init=False, compare=False)
     py_queue: tuple[list[float], list[float], list[float]] = field(init=False, compare=False)
+    py_cols: list[int] = field(init=False, compare=False)
+    py_queue_cols: list[int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "py_need", self.need.tolist())
         queue = (self.allocated.tolist(), self.request.tolist(), self.deserved.tolist())
         object.__setattr__(self, "py_queue", queue if self.queue_cols is not None else ([], [], []))
+        object.__setattr__(self, "py_cols", self.cols.tolist())
+        object.__setattr__(self, "py_queue_cols", self.queue_cols.tolist() if self.queue_cols is not None else [])
 
     @classmethod
     def of(cls, task: TaskInfo, room: Room | None) -> Limits:
