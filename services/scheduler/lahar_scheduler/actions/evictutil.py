@@ -50,7 +50,9 @@ def preempt_nodes(ssn: Session, task: TaskInfo, verdicts: UnresolvableCache | No
         skip = np.array([ssn.nodes.by_name[n].index for n in err.unresolvable if n in ssn.nodes.by_name])
         idx = idx[~np.isin(idx, skip)]
     if verdicts is not None and ssn.predicates_local(task):
-        return idx[~verdicts.get(task)[idx]]
+        unresolvable = verdicts.get(task)
+        # Mostly no node is: then the nodes are all kept, without indexing them again.
+        return idx[~unresolvable[idx]] if unresolvable.any() else idx
     filtered = ssn.call(P.PREDICATE, task, idx)
     if not len(filtered.unresolvable):
         return idx

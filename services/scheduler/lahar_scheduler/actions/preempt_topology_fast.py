@@ -21,6 +21,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import add
 from types import CodeType
 from typing import TYPE_CHECKING
 
@@ -513,23 +515,21 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     """``dry_run`` and ``_criteria`` for row ``r`` alone, with the same float operations in the
     same order (Python floats are the same doubles), taken into ``out``.  Vectors are kept per
     column: ``res[c][k]`` is victim k's request on checked column c."""
-    m = int(view.count[r])
+    row = view.data[r]
+    m = len(row.prio)
     need, (alloc, request, deserved) = limits.py_need, limits.py_queue
     n, q = len(need), len(alloc)
-    row = view.data[r]
-    res = [[v[c] for v in row.res] for c in limits.py_cols]
-    queue = [[v[c] for v in row.queue] for c in limits.py_queue_cols]
+    res = _columns(row.res, limits.py_cols)
+    queue = _columns(row.queue, limits.py_queue_cols)
     have: list[float] = future[r, limits.cols].tolist()
-    cover = m > 0
-    for c in range(n):  # ValidateVictims: every victim added in order
-        full = have[c]
-        for v in res[c]:
-            full = full + v
-        cover = cover and need[c] < full + 0.1
+    # ValidateVictims: every victim added in order (a left fold: the same additions in the
+    # same order as the per-node loop; ``sum`` may compensate rounding on newer Pythons).
+    cover = m > 0 and all(need[c] < reduce(add, res[c], have[c]) + 0.1 for c in range(n))
 
     def fits(have: list[float], alloc: list[float]) -> bool:
-        if not all(need[c] < have[c] + 0.1 for c in range(n)):
-            return False
+        for c in range(n):
+            if not need[c] < have[c] + 0.1:
+                return False
         return not any(alloc[c] + request[c] > deserved[c] for c in range(q))
 
     removed = 0
@@ -550,22 +550,33 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
                 have = [back_have[c] + res[c][k] for c in range(n)]
                 alloc = [back_alloc[c] - queue[c][k] for c in range(q)]
                 chosen.append(k)  # descending: the most important victim first
-    out.at[r] = view.filled[r]
-    out.chosen[r] = False
+    _take_row(out, r, int(view.filled[r]), chosen, row.prio, row.start)
+
+
+def _columns(vectors: list[list[float]], cols: list[int]) -> list[list[float]]:
+    """``vectors`` (one per victim) as one list per column of ``cols``."""
+    if not vectors:
+        return [[] for _ in cols]
+    by_col = list(zip(*vectors, strict=True))
+    return [list(by_col[c]) for c in cols]
+
+
+def _take_row(out: Outcome, r: int, filled: int, chosen: list[int], prio: list[int], start: list[float]) -> None:
+    """One row's dry run into ``out``: the chosen positions (descending) and kube's criteria."""
+    out.at[r] = filled
     out.cand[r] = bool(chosen)
+    flags = [False] * out.chosen.shape[1]
+    for k in chosen:
+        flags[k] = True
+    out.chosen[r] = flags
     if not chosen:
         return
-    out.chosen[r, chosen] = True
-    prio, start = row.prio, row.start
     highest = max(prio[k] for k in chosen)
-    criteria = (
-        -prio[chosen[0]],
-        -sum(prio[k] + PRIORITY_OFFSET for k in chosen),
-        -len(chosen),
-        min(start[k] for k in chosen if prio[k] == highest),
-    )
-    for c, value in enumerate(criteria):
-        out.criteria[c][r] = value
+    criteria = out.criteria
+    criteria[0][r] = -prio[chosen[0]]
+    criteria[1][r] = -sum(prio[k] + PRIORITY_OFFSET for k in chosen)
+    criteria[2][r] = -len(chosen)
+    criteria[3][r] = min(start[k] for k in chosen if prio[k] == highest)
 
 
 @dataclass(frozen=True)
