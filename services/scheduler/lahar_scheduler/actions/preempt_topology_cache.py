@@ -66,6 +66,24 @@ class Row:
 EMPTY_ROW = Row([], [], [], [])
 
 
+class _Victim:
+    """A task's values in a row, kept while the task still holds the objects they were read
+    from (the task itself, held here, keeps its id from being reused)."""
+
+    __slots__ = ("pod", "prio", "queue", "res", "res_vec", "resreq", "start", "task")
+
+    def __init__(self, task: TaskInfo, now: float) -> None:
+        self.task, self.res_vec, self.resreq, self.pod = task, task.res_vec, task.resreq, task.pod
+        self.res: list[float] = task.res_vec.tolist()
+        # As float64 arrays held them (the same doubles for any int a request may be).
+        self.queue = [float(task.resreq.milli_cpu), float(task.resreq.memory)]
+        self.prio = pod_priority(task)
+        self.start = start_time(task, now)
+
+    def of(self, task: TaskInfo) -> bool:
+        return self.task is task and self.res_vec is task.res_vec and self.resreq is task.resreq and self.pod is task.pod
+
+
 class View:
     """Rows over all nodes for one view key; ``valid`` says which rows are current.  A row's
     victims are kept as Python lists: most dry runs read one or two rows, in Python floats, and
@@ -147,6 +165,8 @@ class VictimRows:
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
         self._job_keys = _job_keys(ssn)
         self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
+        # A node's tasks are named again whenever its row is refreshed: their values are kept.
+        self._victims: dict[int, _Victim] = {}
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
@@ -175,10 +195,10 @@ class VictimRows:
             return view
         changes, dirty = table.changes, self._dirty
         if view.changes < len(changes):
-            view.valid[changes[view.changes :]] = False
+            _stale(view.valid, changes[view.changes :])
             view.changes = len(changes)
         if view.dirty < len(dirty):
-            view.valid[dirty[view.dirty :]] = False
+            _stale(view.valid, dirty[view.dirty :])
             view.dirty = len(dirty)
         return view
 
@@ -209,20 +229,21 @@ class VictimRows:
         if not ordered:
             return EMPTY_ROW
         given = {id(t) for t in cands}
-        now = self.ssn.now
+        known = self._victims
         res: list[list[float]] = []
         queue: list[list[float]] = []
         prio: list[int] = []
         start: list[float] = []
         for t in ordered:
-            p = pod_priority(t)
-            if id(t) not in given or len(t.res_vec) != width or abs(p) >= PRIORITY_LIMIT:
+            v = known.get(id(t))
+            if v is None or not v.of(t):
+                v = known[id(t)] = _Victim(t, self.ssn.now)
+            if id(t) not in given or len(v.res) != width or abs(v.prio) >= PRIORITY_LIMIT:
                 return None
-            res.append(t.res_vec.tolist())
-            # As float64 arrays held them (the same doubles for any int a request may be).
-            queue.append([float(t.resreq.milli_cpu), float(t.resreq.memory)])
-            prio.append(p)
-            start.append(start_time(t, now))
+            res.append(v.res)
+            queue.append(v.queue)
+            prio.append(v.prio)
+            start.append(v.start)
         return Row(res, queue, prio, start)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
@@ -270,6 +291,19 @@ class VictimRows:
             if key is None:
                 raise _Unkeyed
         return key
+
+
+# Up to this many rows are marked stale one by one: a preemptor's moves touch a node or two,
+# where a list's conversion to an index array would cost more than the marks.
+SCALAR_MARKS = 8
+
+
+def _stale(valid: BoolArray, rows: list[int]) -> None:
+    if len(rows) > SCALAR_MARKS:
+        valid[rows] = False
+        return
+    for i in rows:
+        valid[i] = False
 
 
 class _Unkeyed(Exception):

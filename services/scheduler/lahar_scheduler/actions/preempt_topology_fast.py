@@ -282,7 +282,11 @@ class ScanOrder:
         """The first ``k`` possible nodes, and whether they are all of them."""
         n = len(self.nodes)
         if 2 * k < n:
-            window = self.nodes.take(np.arange(self.offset, self.offset + 2 * k), mode="wrap")
+            end = self.offset + 2 * k
+            if end <= n:
+                window = self.nodes[self.offset : end]
+            else:
+                window = self.nodes.take(np.arange(self.offset, end), mode="wrap")
             window = window[self.possible[window]]
             if len(window) >= k:
                 return window[:k], False
@@ -348,10 +352,11 @@ def _quick(
         return False, None
     view = plan.view(0)
     valid = view.valid[chunk]
-    if not valid.all():
+    # count_nonzero rather than all/any: a reduction's call costs several times more.
+    if np.count_nonzero(valid) < len(chunk):
         plan.rows.fill(view, chunk[~valid], plan.preemptor, plan.keep)
     count = view.count[chunk]
-    if not count.all() or view.odd[chunk].any():
+    if np.count_nonzero(count) < len(chunk) or np.count_nonzero(view.odd[chunk]):
         return False, None
     out = _outcome(view, plan.limits.key)
     stale = chunk[out.at[chunk] != view.filled[chunk]]
