@@ -66,24 +66,6 @@ class Row:
 EMPTY_ROW = Row([], [], [], [])
 
 
-class _Victim:
-    """A task's values in a row, kept while the task still holds the objects they were read
-    from (the task itself, held here, keeps its id from being reused)."""
-
-    __slots__ = ("pod", "prio", "queue", "res", "res_vec", "resreq", "start", "task")
-
-    def __init__(self, task: TaskInfo, now: float) -> None:
-        self.task, self.res_vec, self.resreq, self.pod = task, task.res_vec, task.resreq, task.pod
-        self.res: list[float] = task.res_vec.tolist()
-        # As float64 arrays held them (the same doubles for any int a request may be).
-        self.queue = [float(task.resreq.milli_cpu), float(task.resreq.memory)]
-        self.prio = pod_priority(task)
-        self.start = start_time(task, now)
-
-    def of(self, task: TaskInfo) -> bool:
-        return self.task is task and self.res_vec is task.res_vec and self.resreq is task.resreq and self.pod is task.pod
-
-
 class View:
     """Rows over all nodes for one view key; ``valid`` says which rows are current.  A row's
     victims are kept as Python lists: most dry runs read one or two rows, in Python floats, and
@@ -165,8 +147,6 @@ class VictimRows:
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
         self._job_keys = _job_keys(ssn)
         self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
-        # A node's tasks are named again whenever its row is refreshed: their values are kept.
-        self._victims: dict[int, _Victim] = {}
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
@@ -229,21 +209,20 @@ class VictimRows:
         if not ordered:
             return EMPTY_ROW
         given = {id(t) for t in cands}
-        known = self._victims
+        now = self.ssn.now
         res: list[list[float]] = []
         queue: list[list[float]] = []
         prio: list[int] = []
         start: list[float] = []
         for t in ordered:
-            v = known.get(id(t))
-            if v is None or not v.of(t):
-                v = known[id(t)] = _Victim(t, self.ssn.now)
-            if id(t) not in given or len(v.res) != width or abs(v.prio) >= PRIORITY_LIMIT:
+            p = pod_priority(t)
+            if id(t) not in given or len(t.res_vec) != width or abs(p) >= PRIORITY_LIMIT:
                 return None
-            res.append(v.res)
-            queue.append(v.queue)
-            prio.append(v.prio)
-            start.append(v.start)
+            res.append(t.res_vec.tolist())
+            # As float64 arrays held them (the same doubles for any int a request may be).
+            queue.append([float(t.resreq.milli_cpu), float(t.resreq.memory)])
+            prio.append(p)
+            start.append(start_time(t, now))
         return Row(res, queue, prio, start)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
