@@ -128,3 +128,26 @@ def test_preempt_nodes_is_the_nodes_less_the_unresolvable(unresolvable: list[boo
     got = evictutil.preempt_nodes(ssn, task, _Verdicts(mask))  # type: ignore[arg-type]
     want = [i for i in range(n) if not mask[i] and i not in failed]
     assert got.tolist() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(contended(), st.sampled_from([BENCH_TIERS, ONE_TIER]), st.booleans())
+def test_the_bound_sum_of_one_row_is_the_sum_of_the_rows(objs: list[Any], tiers: list[list[str]], reclaim: bool) -> None:
+    """VictimBound's one-node sum (its cache's scalar row) adds what its vector compute adds, in
+    the same order, on nodes after preemptions moved tasks; the cache, refreshed by either,
+    holds the sums of all nodes computed afresh."""
+    conf = topology_conf(tiers, 100, False)
+    ssn = Session(Cluster(objs).snapshot(), conf, dict(PLUGINS)).open()
+    counts = evictutil.reclaimable_elsewhere(ssn) if reclaim else evictutil.preemptable_in_queue(ssn)
+    bound = evictutil.VictimBound(ssn, counts)
+    task = next(t for job in ssn.jobs.values() for t in job.tasks.values())
+    for q in ssn.queues:
+        bound._cache(q).get(b"bound", task)  # read before the moves: refreshed row by row after
+    _run_actions(ssn, conf)
+    everything = np.arange(len(ssn.nodes.infos), dtype=np.intp)
+    for q in ssn.queues:
+        fresh = bound._compute(q)(task, everything)
+        one = bound._sum_row(q)
+        assert [one(task, i).tolist() for i in everything.tolist()] == fresh.tolist()
+        assert bound._cache(q).get(b"bound", task).tolist() == fresh.tolist()
+    ssn.close()
