@@ -273,7 +273,9 @@ def test_a_row_alone_dry_runs_as_the_rows_together(data: Any) -> None:
     view.count[:] = data.draw(st.lists(st.integers(0, depth), min_size=rows, max_size=rows))
     res = np.reshape(data.draw(arrays), (rows, depth, width))
     queue_vec = res[:, :, :2] * data.draw(st.sampled_from([1.0, 0.5]))
-    prio = np.reshape(data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth))
+    prio = np.reshape(
+        data.draw(st.lists(st.integers(-3, 3), min_size=rows * depth, max_size=rows * depth)), (rows, depth)
+    )
     start = np.reshape(
         data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=rows * depth, max_size=rows * depth)),
         (rows, depth),

@@ -132,7 +132,9 @@ def test_preempt_nodes_is_the_nodes_less_the_unresolvable(unresolvable: list[boo
 
 @settings(max_examples=60, deadline=None)
 @given(contended(), st.sampled_from([BENCH_TIERS, ONE_TIER]), st.booleans())
-def test_the_bound_sum_of_one_row_is_the_sum_of_the_rows(objs: list[Any], tiers: list[list[str]], reclaim: bool) -> None:
+def test_the_bound_sum_of_one_row_is_the_sum_of_the_rows(
+    objs: list[Any], tiers: list[list[str]], reclaim: bool
+) -> None:
     """VictimBound's one-node sum (its cache's scalar row) adds what its vector compute adds, in
     the same order, on nodes after preemptions moved tasks; the cache, refreshed by either,
     holds the sums of all nodes computed afresh."""
