@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 # Pod priorities are int32 in kube; a larger one could overflow the int64 sums, so its row
 # keeps the exact path.
 PRIORITY_LIMIT = 2**31
+# Up to this many rows are marked (stale, or refreshed) one by one: a preemptor's moves touch a
+# node or two, where an index array would cost more than the marks.
+SCALAR_MARKS = 8
 
 
 def pod_priority(task: TaskInfo) -> int:
@@ -188,9 +191,15 @@ class VictimRows:
         infos = self.ssn.nodes.infos
         fns = self.ssn.chain(P.PREEMPTABLE)[view.tier]
         # Every row is recomputed (``filled`` bumped), odd or not.
-        view.valid[rows] = True
-        view.filled[rows] += 1
-        for i in rows.tolist():
+        listed: list[int] = rows.tolist()
+        if len(listed) > SCALAR_MARKS:
+            view.valid[rows] = True
+            view.filled[rows] += 1
+        else:
+            for i in listed:
+                view.valid[i] = True
+                view.filled[i] += 1
+        for i in listed:
             cands = [t for t in infos[i].tasks.values() if keep(t)]
             named = P.tier_victims(fns, (preemptor, cands)) or []
             ordered = self._in_victim_order(named, preemptor)
@@ -270,11 +279,6 @@ class VictimRows:
             if key is None:
                 raise _Unkeyed
         return key
-
-
-# Up to this many rows are marked stale one by one: a preemptor's moves touch a node or two,
-# where a list's conversion to an index array would cost more than the marks.
-SCALAR_MARKS = 8
 
 
 def _stale(valid: BoolArray, rows: list[int]) -> None:

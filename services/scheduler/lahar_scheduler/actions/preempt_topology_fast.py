@@ -529,7 +529,8 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     n, q = len(need), len(alloc)
     res = _columns(row.res, limits.py_cols)
     queue = _columns(row.queue, limits.py_queue_cols)
-    have: list[float] = future[r, limits.cols].tolist()
+    at_node: list[float] = future[r].tolist()
+    have = [at_node[c] for c in limits.py_cols]
     # ValidateVictims: every victim added in order (a left fold: the same additions in the
     # same order as the per-node loop; ``sum`` may compensate rounding on newer Pythons).
     cover = m > 0 and all(need[c] < reduce(add, res[c], have[c]) + 0.1 for c in range(n))
