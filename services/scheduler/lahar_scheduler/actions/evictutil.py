@@ -11,7 +11,7 @@ whether a node's evictable tasks could free a queue's shortfall (``need_vector``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -144,21 +144,6 @@ class VictimBound:
             return out
 
         return compute
-
-    def _sum_row(self, key: str) -> Callable[[TaskInfo, int], Any]:
-        """``_compute``'s row for one node (the same additions in the same order), for the node
-        or two a preemptor's moves change: the index array and the matrix would cost more."""
-        infos = self.ssn.nodes.infos
-        width = len(self.ssn.nodes.space)
-
-        def row(_: TaskInfo, i: int) -> FloatArray:
-            out = np.zeros(width)
-            for t in infos[i].tasks.values():
-                if self.counts(t, key):
-                    out += t.res_vec
-            return out
-
-        return row
 
     def candidates(self, task: TaskInfo, key: str) -> BoolArray:
         """Nodes where future idle plus every countable task could cover the request (a cached
