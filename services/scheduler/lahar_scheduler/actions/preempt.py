@@ -35,6 +35,7 @@ from lahar_scheduler.actions.evictutil import (
     shape_key,
     victims_cover,
 )
+from lahar_scheduler.actions.preempt_filters import OtherJobs, SameJob
 from lahar_scheduler.actions.preempt_topology import topology_preempt
 from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.framework import points as P
@@ -86,34 +87,11 @@ def eligible(ssn: Session, task: TaskInfo) -> bool:
 
 
 def other_jobs_filter(ssn: Session, preemptor: TaskInfo, queue: str) -> TaskFilter:
-    def ok(t: TaskInfo) -> bool:
-        if not _evictable(preemptor, t):
-            return False
-        job = ssn.jobs.get(t.job)
-        return job is not None and job.queue == queue and t.job != preemptor.job
-
-    return ok
-
-
-class _SameJob:
-    """Tasks of the preemptor's own job (the ceiling is built for other jobs' tasks only)."""
-
-    def __init__(self, preemptor: TaskInfo) -> None:
-        self.preemptor = preemptor
-
-    def __call__(self, t: TaskInfo) -> bool:
-        return _evictable(self.preemptor, t) and t.job == self.preemptor.job
+    return OtherJobs(ssn, preemptor, queue)
 
 
 def same_job_filter(preemptor: TaskInfo) -> TaskFilter:
-    return _SameJob(preemptor)
-
-
-def _evictable(preemptor: TaskInfo, t: TaskInfo) -> bool:
-    # Bound/Running only; a BestEffort preemptor may only evict BestEffort tasks.
-    if t.status not in PREEMPTABLE_STATUSES or not t.preemptable:
-        return False
-    return not (preemptor.best_effort and not t.best_effort)
+    return SameJob(preemptor)
 
 
 NO_ROOM = (
@@ -224,7 +202,7 @@ class PreemptAction(Action):
         job = ssn.jobs[preemptor.job]
         if not self.args.topology_aware and WalkMemo.applies(ssn, preemptor):
             room = self._room(ssn, job.queue, preemptor)
-            use_ceiling = not isinstance(keep, _SameJob) and self.wasteful
+            use_ceiling = not isinstance(keep, SameJob) and self.wasteful
             walk = self.walks.order(preemptor, job.queue, use_ceiling, room)
             if walk is not None:
                 return self._walk(ssn, stmt, preemptor, keep, walk, room) or self._miss(preemptor, NO_ROOM)
@@ -241,7 +219,7 @@ class PreemptAction(Action):
         local = not self.args.topology_aware and ssn.predicates_local(preemptor) and ssn.scores_local(preemptor)
         nodes = None if local else preempt_nodes(ssn, preemptor, self.verdicts)
         bound = possible  # before the ceiling: the queue's message below is about it alone
-        if not isinstance(keep, _SameJob) and not self.args.topology_aware and self.wasteful:
+        if not isinstance(keep, SameJob) and not self.args.topology_aware and self.wasteful:
             ceiling = self.ceiling.fits(preemptor, job.queue)
             if ceiling is not None:
                 # Nodes where no plugin could name enough victims: walking them finds nothing
@@ -251,7 +229,7 @@ class PreemptAction(Action):
             # The ceiling is asked only by the dry runs that want it: the fast path dry-runs its
             # nodes from cached rows, where the ceiling would cost more than the nodes it spares.
             def narrow() -> BoolArray | None:
-                return None if isinstance(keep, _SameJob) else self.ceiling.fits(preemptor, job.queue)
+                return None if isinstance(keep, SameJob) else self.ceiling.fits(preemptor, job.queue)
 
             assert nodes is not None
             if topology_preempt(ssn, stmt, preemptor, keep, nodes, possible, self.args, self.salt, narrow):

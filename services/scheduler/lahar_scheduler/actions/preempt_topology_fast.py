@@ -23,11 +23,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
-from types import CodeType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lahar_scheduler.actions.preempt_filters import OtherJobs
 from lahar_scheduler.actions.preempt_topology_cache import (
     PRIORITY_LIMIT,
     VictimRows,
@@ -148,29 +148,13 @@ def _limits_key(task: TaskInfo, room: Room | None) -> Hashable:
     return (task.fit_cols.tobytes(), task.init_vec.tobytes(), room)
 
 
-# The code of preempt's other-jobs filter (its inner function) and where its closure holds the
-# session, the preemptor and the queue, taken once.
-_OTHER_JOBS: list[tuple[CodeType, int, int, int]] = []
-
-
 def _other_jobs_queue(ssn: Session, preemptor: TaskInfo, keep: TaskFilter) -> str | None:
     """The queue of preempt's other-jobs filter when ``keep`` is that filter for this preemptor
     (the views are filled through it, and rely on its shape: evictable tasks of the queue, the
     preemptor's own job left out); None for any other filter."""
-    if not _OTHER_JOBS:
-        from lahar_scheduler.actions import preempt  # preempt imports this module
-
-        code = preempt.other_jobs_filter(ssn, preemptor, "").__code__
-        names = code.co_freevars
-        _OTHER_JOBS.append((code, names.index("ssn"), names.index("preemptor"), names.index("queue")))
-    code, at_ssn, at_preemptor, at_queue = _OTHER_JOBS[0]
-    if getattr(keep, "__code__", None) is not code:
-        return None
-    cells = getattr(keep, "__closure__", None) or ()
-    if cells[at_ssn].cell_contents is not ssn or cells[at_preemptor].cell_contents is not preemptor:
-        return None
-    queue = cells[at_queue].cell_contents
-    return queue if isinstance(queue, str) else None
+    if isinstance(keep, OtherJobs) and keep.ssn is ssn and keep.preemptor is preemptor:
+        return keep.queue
+    return None
 
 
 @dataclass(frozen=True)
