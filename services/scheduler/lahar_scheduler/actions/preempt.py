@@ -98,7 +98,6 @@ NO_ROOM = (
     "no node where evicting lower-priority pods the plugins let it take makes room "
     "(priority: only lower-priority pods; gang: not below their job's minMember)"
 )
-_UNSET: Any = object()
 
 
 class PreemptAction(Action):
@@ -200,13 +199,9 @@ class PreemptAction(Action):
         if err is not None:
             return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
-        if not self.args.topology_aware and WalkMemo.applies(ssn, preemptor):
-            room = self._room(ssn, job.queue, preemptor)
-            use_ceiling = not isinstance(keep, SameJob) and self.wasteful
-            walk = self.walks.order(preemptor, job.queue, use_ceiling, room)
-            if walk is not None:
-                return self._walk(ssn, stmt, preemptor, keep, walk, room) or self._miss(preemptor, NO_ROOM)
-            # No node is possible: the plain path below finds none either, and says why.
+        remembered = self._remembered_walk(ssn, stmt, preemptor, keep, job.queue)
+        if remembered is not None:
+            return remembered
         possible = self.bound.candidates(preemptor, job.queue)
         if not possible.any():
             return self._miss(
@@ -238,7 +233,7 @@ class PreemptAction(Action):
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
         need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
-        room = self._room(ssn, job.queue, preemptor, need)
+        room = None if need is None else need_vector(ssn, need)
         if room is not None:
             covering = self.bound.covering(preemptor, job.queue, room)
             if not (bound & covering).any():
@@ -248,11 +243,21 @@ class PreemptAction(Action):
             return True
         return self._miss(preemptor, NO_ROOM)
 
-    def _room(self, ssn: Session, queue: str, preemptor: TaskInfo, need: Any = _UNSET) -> FloatArray | None:
-        """What the queue must free first, over the node dimensions (None: no callback can tell)."""
-        if need is _UNSET:
-            need = eviction_need(ssn, ssn.queues[queue], preemptor)
-        return None if need is None else need_vector(ssn, need)
+    def _remembered_walk(
+        self, ssn: Session, stmt: Statement, preemptor: TaskInfo, keep: TaskFilter, queue: str
+    ) -> bool | None:
+        """The normal path through the walk memo (actions/preempt_walk.py); None when the memo
+        does not apply or finds no possible node: the plain path then finds none either, and
+        says why."""
+        if self.args.topology_aware or not WalkMemo.applies(ssn, preemptor):
+            return None
+        need = eviction_need(ssn, ssn.queues[queue], preemptor)
+        room = None if need is None else need_vector(ssn, need)
+        use_ceiling = not isinstance(keep, SameJob) and self.wasteful
+        walk = self.walks.order(preemptor, queue, use_ceiling, room)
+        if walk is None:
+            return None
+        return self._walk(ssn, stmt, preemptor, keep, walk, room) or self._miss(preemptor, NO_ROOM)
 
     def normal_preempt(
         self,
