@@ -70,15 +70,20 @@ async def ensure_queue(kube: KubeClient, name: str) -> None:
         await kube.create("queues", "", queue(name))
 
 
+async def serving(s: Any, kube: KubeClient, **scheduler: Any) -> None:
+    """The default queue, then cache, scheduler and binder started."""
+    await ensure_queue(kube, "default")
+    await s.cache()
+    await s.scheduler(**scheduler)
+    await s.binder()
+
+
 async def test_gang_of_four_binds_within_a_second(
     cluster: Cluster, nats_url: str, nats_ca: str, redis_url: str, lahar_prefix: str
 ) -> None:
     kube, ns = cluster.admin, cluster.ns
     async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
-        await ensure_queue(kube, "default")
-        await s.cache()
-        await s.scheduler()
-        await s.binder()
+        await serving(s, kube)
         await kube.create("podgroups", ns, podgroup(ns, "pg", 4))
         created = time.monotonic()
         await asyncio.gather(*(kube.create("pods", ns, pod(ns, f"w-{i}", "pg")) for i in range(4)))
@@ -99,10 +104,7 @@ async def test_a_podgroup_status_undone_by_another_writer_is_written_again(
     stale update of another writer undoes it): the PodGroup must not stay in its old phase."""
     kube, ns = cluster.admin, cluster.ns
     async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
-        await ensure_queue(kube, "default")
-        await s.cache()
-        await s.scheduler(period=0.2)
-        await s.binder()
+        await serving(s, kube, period=0.2)
         await kube.create("podgroups", ns, podgroup(ns, "pg", 2))
         await asyncio.gather(*(kube.create("pods", ns, pod(ns, f"r-{i}", "pg")) for i in range(2)))
 
@@ -124,10 +126,7 @@ async def test_gang_that_cannot_fit_gets_no_bind_and_a_reason(
 ) -> None:
     kube, ns = cluster.admin, cluster.ns
     async with stack(cluster.client, nats_url, redis_url, lahar_prefix, nats_ca=nats_ca) as s:
-        await ensure_queue(kube, "default")
-        await s.cache()
-        await s.scheduler(period=0.2)
-        await s.binder()
+        await serving(s, kube, period=0.2)
         # The group last: a session that saw only some of the pods would rightly say the gang is
         # short of members (the real API server takes long enough per create for that to happen).
         for i in range(3):
@@ -239,10 +238,7 @@ async def test_a_bind_can_be_followed_to_the_decision_and_the_delta(
     traces = str(tmp_path / "traces.jsonl")
     kube, ns = cluster.admin, cluster.ns
     async with stack(cluster.client, nats_url, redis_url, lahar_prefix, traces, nats_ca=nats_ca) as s:
-        await ensure_queue(kube, "default")
-        await s.cache()
-        await s.scheduler()
-        await s.binder()
+        await serving(s, kube)
         await kube.create("podgroups", ns, podgroup(ns, "pg", 2))
         for i in range(2):
             await kube.create("pods", ns, pod(ns, f"t-{i}", "pg"))
