@@ -133,3 +133,32 @@ def test_the_random_clusters_preempt() -> None:
 
     count()
     assert evicting >= 5  # derandomized: the same 60 clusters each run
+
+
+def test_the_memo_keeps_a_few_keys() -> None:
+    """Each task shape (and each queue need) is a key holding a float per node: with more shapes
+    than it keeps, the least recently used go."""
+    objs: list[Any] = [priority_class("low", 10), priority_class("high", 100), queue("a")]
+    objs += [node(f"n{n}", cpu="8", memory="64Gi") for n in range(8)]
+    for n in range(8):
+        objs.append(podgroup(f"run-{n}", queue="a", min_member=1, phase="Running", priority_class="low"))
+        objs += [
+            pod(f"run-{n}-{t}", group=f"run-{n}", cpu="1", node_name=f"n{n}", phase="Running", priority_class="low")
+            for t in range(8)
+        ]
+    shapes = preempt_walk.WALKS_KEPT + 4
+    for j in range(shapes):  # one pending pod per shape: its memory request differs
+        objs.append(podgroup(f"pend-{j}", queue="a", min_member=1, priority_class="high"))
+        objs.append(pod(f"pend-{j}-0", group=f"pend-{j}", cpu="1", memory=f"{j + 1}Mi", priority_class="high"))
+    memos: list[WalkMemo] = []
+    init = WalkMemo.__init__
+
+    def spy(self: WalkMemo, *args: Any) -> None:
+        init(self, *args)
+        memos.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WalkMemo, "__init__", spy)
+        made = outcome(objs)
+    assert len(made[0]) == shapes  # every shape preempted, each through its own key
+    assert len(memos) == 1 and len(memos[0]._walks) == preempt_walk.WALKS_KEPT

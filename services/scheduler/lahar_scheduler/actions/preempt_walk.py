@@ -17,6 +17,7 @@ nodes by score, ties in node order (a stable sort).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.session import Session
 
 IMPOSSIBLE = -np.inf
+WALKS_KEPT = 16
 
 
 class _Walk:
@@ -44,7 +46,9 @@ class _Walk:
 class WalkMemo:
     def __init__(self, ssn: Session, bound: VictimBound, ceiling: VictimCeiling, verdicts: UnresolvableCache) -> None:
         self.ssn, self.bound, self.ceiling, self.verdicts = ssn, bound, ceiling, verdicts
-        self._walks: dict[Hashable, _Walk] = {}
+        # Most recently used last; a queue whose need moves with every preemptor makes a new key
+        # each time, so only a few are kept (each holds a float per node).
+        self._walks: OrderedDict[Hashable, _Walk] = OrderedDict()
 
     @staticmethod
     def applies(ssn: Session, task: TaskInfo) -> bool:
@@ -64,7 +68,10 @@ class WalkMemo:
         walk = self._walks.get(key)
         if walk is None or len(walk.masked) != len(self.ssn.nodes.infos):
             walk = self._walks[key] = _Walk(self._full(task, queue, ceiling, room), len(changes), len(dirty))
+            if len(self._walks) > WALKS_KEPT:
+                self._walks.popitem(last=False)
         else:
+            self._walks.move_to_end(key)
             stale = set(changes[walk.changes :])
             if ceiling is not None:
                 stale.update(dirty[walk.dirty :])
