@@ -88,18 +88,25 @@ def test_preempt_decides_the_same_without_its_walk_memo(objs: list[Any]) -> None
     assert outcome(objs) == plain(objs)
 
 
+def full_nodes(n: int) -> list[Any]:
+    """Queue a, and ``n`` nodes of ``n`` cpu, each full with one running job of 1-cpu
+    low-priority pods (minMember 1, so all but one may go)."""
+    objs: list[Any] = [priority_class("low", 10), priority_class("high", 100), queue("a")]
+    for i in range(n):
+        objs.append(node(f"n{i}", cpu=str(n), memory="64Gi"))
+        objs.append(podgroup(f"run-{i}", queue="a", min_member=1, phase="Running", priority_class="low"))
+        objs += [
+            pod(f"run-{i}-{t}", group=f"run-{i}", cpu="1", node_name=f"n{i}", phase="Running", priority_class="low")
+            for t in range(n)
+        ]
+    return objs
+
+
 def test_the_memo_is_refreshed_and_walked_past_its_best_node() -> None:
     """Four nodes of low-priority pods, one starving gang of high-priority pods: the memo is made
     once, refreshed on the rows each preemptor changed, and a node whose victims run out is
     walked past (the rest of the walk comes from the memo too)."""
-    objs: list[Any] = [priority_class("low", 10), priority_class("high", 100), queue("a")]
-    objs += [node(f"n{n}", cpu="4", memory="64Gi") for n in range(4)]
-    for n in range(4):
-        objs.append(podgroup(f"run-{n}", queue="a", min_member=1, phase="Running", priority_class="low"))
-        objs += [
-            pod(f"run-{n}-{t}", group=f"run-{n}", cpu="1", node_name=f"n{n}", phase="Running", priority_class="low")
-            for t in range(4)
-        ]
+    objs = full_nodes(4)
     objs.append(podgroup("pend", queue="a", min_member=8, priority_class="high"))
     objs += [pod(f"pend-{t}", group="pend", cpu="1", priority_class="high") for t in range(8)]
     calls: Counter[str] = Counter()
@@ -138,14 +145,7 @@ def test_the_random_clusters_preempt() -> None:
 def test_the_memo_keeps_a_few_keys() -> None:
     """Each task shape (and each queue need) is a key holding a float per node: with more shapes
     than it keeps, the least recently used go."""
-    objs: list[Any] = [priority_class("low", 10), priority_class("high", 100), queue("a")]
-    objs += [node(f"n{n}", cpu="8", memory="64Gi") for n in range(8)]
-    for n in range(8):
-        objs.append(podgroup(f"run-{n}", queue="a", min_member=1, phase="Running", priority_class="low"))
-        objs += [
-            pod(f"run-{n}-{t}", group=f"run-{n}", cpu="1", node_name=f"n{n}", phase="Running", priority_class="low")
-            for t in range(8)
-        ]
+    objs = full_nodes(8)
     shapes = preempt_walk.WALKS_KEPT + 4
     for j in range(shapes):  # one pending pod per shape: its memory request differs
         objs.append(podgroup(f"pend-{j}", queue="a", min_member=1, priority_class="high"))
