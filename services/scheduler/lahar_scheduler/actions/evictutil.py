@@ -119,10 +119,11 @@ class VictimBound:
         return cache
 
     def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
+        """One node's Σ countable tasks, added in node order from zero (the cache's scalar row,
+        and each row of ``_compute``)."""
         infos, width, counts = self.ssn.nodes.infos, len(self.ssn.nodes.space), self.counts
 
         def row(_: TaskInfo, i: int) -> FloatArray:
-            # ``compute`` for one row: the same additions in the same order.
             out: FloatArray = np.zeros(width)
             for t in infos[i].tasks.values():
                 if counts(t, key):
@@ -132,15 +133,12 @@ class VictimBound:
         return row
 
     def _compute(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
-        infos = self.ssn.nodes.infos
-        width = len(self.ssn.nodes.space)
+        width, row = len(self.ssn.nodes.space), self._sum_row(key)
 
-        def compute(_: TaskInfo, rows: IntArray) -> np.ndarray:
+        def compute(task: TaskInfo, rows: IntArray) -> np.ndarray:
             out = np.zeros((len(rows), width))
             for j, i in enumerate(rows.tolist()):
-                for t in infos[i].tasks.values():
-                    if self.counts(t, key):
-                        out[j] += t.res_vec
+                out[j] = row(task, i)
             return out
 
         return compute
@@ -155,16 +153,14 @@ class VictimBound:
 
     def _fits_row(self, key: str) -> Callable[[TaskInfo, int], bool]:
         def row(task: TaskInfo, i: int) -> bool:
-            extra = self._cache(key).get(b"bound", task)
-            return fits_vector(task, self.ssn.nodes.future[i] + extra[i])
+            return fits_vector(task, self.ssn.nodes.future[i] + self.sums(task, key)[i])
 
         return row
 
     def _compute_fits(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
         # Row-local: a row reads its node's future idle and the node's countable tasks only.
         def compute(task: TaskInfo, rows: IntArray) -> np.ndarray:
-            extra = self._cache(key).get(b"bound", task)
-            return fits_rows(task, self.ssn.nodes.future[rows] + extra[rows])
+            return fits_rows(task, self.ssn.nodes.future[rows] + self.sums(task, key)[rows])
 
         return compute
 
@@ -174,7 +170,7 @@ class VictimBound:
 
     def covering(self, task: TaskInfo, key: str, need: FloatArray) -> BoolArray:
         """Nodes whose countable tasks hold at least ``need`` (see ``need_vector``)."""
-        extra = self._cache(key).get(b"bound", task)
+        extra = self.sums(task, key)
         # Only the dimensions the queue needs: sums are never negative, so a zero need holds.
         cols = np.flatnonzero(need > 0).tolist()
         ok: BoolArray = np.ones(len(extra), dtype=bool)
