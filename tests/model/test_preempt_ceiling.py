@@ -23,9 +23,9 @@ CONF = make_conf(
 
 
 def no_ceiling(mp: pytest.MonkeyPatch) -> None:
-    """The ceiling answers nothing: every path walks the nodes it would have spared."""
-    mp.setattr(VictimCeiling, "fits", lambda self, preemptor, queue: None)
-    mp.setattr(VictimCeiling, "fits_keyed", lambda self, preemptor, queue: (None, None))
+    """The ceiling knows nothing: every path walks the nodes it would have spared (the walk
+    memo's lazy vetoes included)."""
+    mp.setattr(VictimCeiling, "keyed_tests", lambda self, preemptor, queue: None)
 
 
 @st.composite

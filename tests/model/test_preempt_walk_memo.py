@@ -162,3 +162,28 @@ def test_the_memo_keeps_a_few_keys() -> None:
         made = outcome(objs)
     assert len(made[0]) == shapes  # every shape preempted, each through its own key
     assert len(memos) == 1 and len(memos[0]._walks) == preempt_walk.WALKS_KEPT
+
+
+def test_a_node_the_ceiling_rules_out_is_vetoed_until_its_jobs_change() -> None:
+    """Four nodes of four 1-cpu low pods (three may go from each), a gang of twelve: once a node
+    is down to its last pod, the next preemptor walks it, finds too little, and the ceiling
+    vetoes it, so no later preemptor walks it again (without the veto each would)."""
+    objs = full_nodes(4)
+    objs.append(podgroup("pend", queue="a", min_member=12, priority_class="high"))
+    objs += [pod(f"pend-{t}", group="pend", cpu="1", priority_class="high") for t in range(12)]
+    uncovered: Counter[int] = Counter()
+    vetoed: Counter[int] = Counter()
+    seen = preempt_walk.Walk.uncovered
+
+    def spy(self: preempt_walk.Walk, i: int) -> None:
+        uncovered[i] += 1
+        seen(self, i)
+        vetoed[i] += i in self.entry.vetoed
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(preempt_walk.Walk, "uncovered", spy)
+        fast = outcome(objs)
+    assert len(fast[0]) == 12 and len(fast[1]) == 12
+    assert uncovered == vetoed  # every node walked in vain was vetoed, then never walked again
+    assert set(uncovered) == {0, 1, 2} and max(uncovered.values()) == 1
+    assert fast == plain(objs)

@@ -253,11 +253,12 @@ class PreemptAction(Action):
             return None
         need = eviction_need(ssn, ssn.queues[queue], preemptor)
         room = None if need is None else need_vector(ssn, need)
-        use_ceiling = not isinstance(keep, SameJob) and self.wasteful
-        walk = self.walks.order(preemptor, queue, use_ceiling, room)
+        walk = self.walks.order(preemptor, queue, room, ceiling=not isinstance(keep, SameJob))
         if walk is None:
             return None
-        return self._walk(ssn, stmt, preemptor, keep, walk, room) or self._miss(preemptor, NO_ROOM)
+        return self._walk(ssn, stmt, preemptor, keep, iter(walk), room, walk.uncovered) or self._miss(
+            preemptor, NO_ROOM
+        )
 
     def normal_preempt(
         self,
@@ -287,7 +288,10 @@ class PreemptAction(Action):
         keep: TaskFilter,
         walk: Iterator[int],
         room: FloatArray | None,
+        uncovered: Callable[[int], None] | None = None,
     ) -> bool:
+        """Evict on the walked nodes until the preemptor fits; ``uncovered(i)`` hears of each
+        node whose victims could not cover it (the walk memo's lazy ceiling)."""
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         for i in walk:
             node = ssn.node_list[i]
@@ -295,6 +299,8 @@ class PreemptAction(Action):
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             if not victims_cover(preemptor, node, victims):
                 self.wasteful = True
+                if uncovered is not None:
+                    uncovered(i)
                 continue
             if room is not None and not _frees(victims, room):
                 self.wasteful = True

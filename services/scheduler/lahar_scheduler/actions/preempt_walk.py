@@ -1,18 +1,27 @@
 """The normal preempt path's node order, kept between preemptors of one shape.
 
 The normal path walks, best score first, the nodes a preemptor could possibly take: the victim
-bound says their countable tasks could cover it, the ceiling (once in use) that the plugins
-could name enough victims there, the queue's eviction need that those tasks could free it, and
-no predicate fails the node unresolvably.  For a task whose predicates and scores are local
-(``Session.predicates_local``, ``Session.scores_local``) each of these is a function of the
-node's row alone (the ceiling's also of the jobs with tasks there, which it marks dirty), so the
-*masked scores* (a possible node's score, -inf elsewhere) are kept per queue, task shape,
-ceiling key and need, and only the rows that changed since they were last read are computed
-again.  A preemptor changes one or two rows; computing the masks and scores over every node
-again took some twenty array operations per preemptor, a third of a preempt session.
+bound says their countable tasks could cover it, the queue's eviction need that those tasks
+could free it, and no predicate fails the node unresolvably.  For a task whose predicates and
+scores are local (``Session.predicates_local``, ``Session.scores_local``) each of these is a
+function of the node's row alone, so the *masked scores* (a possible node's score, -inf
+elsewhere) are kept per queue, task shape, ceiling key and need, and only the rows that changed
+since they were last read are computed again.  A preemptor changes one or two rows; computing
+the masks and scores over every node again took some twenty array operations per preemptor, a
+third of a preempt session.
+
+The victim ceiling (framework/ceiling.py) is asked lazily, one row at a time: only when a
+walked node's victims could not cover the preemptor.  If the ceiling then shows that no
+preemptor of this key could be covered there, the node is *vetoed* (masked out) until its row
+goes stale: the node changes, or a job with a countable task there changes (the ceiling's dirty
+rows).  Walking a node the ceiling would have ruled out finds victims that cannot cover the
+preemptor (they are a subset of what it counts) and changes nothing, so the nodes where
+preemption succeeds or tries evictions, and their order, are the plain path's with the ceiling
+applied up front; asking it up front cost a row per preemptor (the changed node's jobs are
+always dirty) and every row once.
 
 The order is exactly the plain path's: the first of the highest scores, then the other possible
-nodes by score, ties in node order (a stable sort).
+nodes by score, ties in node order (what a stable sort gives, and repeated argmax too).
 """
 
 from __future__ import annotations
@@ -27,20 +36,45 @@ from lahar_scheduler.framework import points as P
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound
-    from lahar_scheduler.framework.ceiling import VictimCeiling
+    from lahar_scheduler.framework.ceiling import Tiers, VictimCeiling
     from lahar_scheduler.framework.jobs import TaskInfo
-    from lahar_scheduler.framework.nodes import BoolArray, FloatArray
+    from lahar_scheduler.framework.nodes import FloatArray
     from lahar_scheduler.framework.session import Session
 
 IMPOSSIBLE = -np.inf
 WALKS_KEPT = 16
+# Nodes found by argmax after the best one failed, before sorting the rest: each argmax is a
+# pass over the scores, the sort a few hundred passes' worth.
+ARGMAX_STEPS = 16
 
 
 class _Walk:
-    __slots__ = ("changes", "dirty", "masked")
+    __slots__ = ("changes", "dirty", "masked", "vetoed")
 
     def __init__(self, masked: FloatArray, changes: int, dirty: int) -> None:
         self.masked, self.changes, self.dirty = masked, changes, dirty
+        self.vetoed: set[int] = set()  # rows the ceiling masked out (see the module's doc)
+
+
+class Walk:
+    """One preemptor's nodes, best first (iterated once).  ``uncovered(i)`` tells the memo that
+    node ``i``'s victims could not cover the preemptor."""
+
+    __slots__ = ("best", "ceiling", "entry", "queue", "task", "tests")
+
+    def __init__(
+        self, entry: _Walk, best: int, task: TaskInfo, queue: str, ceiling: VictimCeiling, tests: Tiers | None
+    ) -> None:
+        self.entry, self.best, self.task, self.queue = entry, best, task, queue
+        self.ceiling, self.tests = ceiling, tests
+
+    def __iter__(self) -> Iterator[int]:
+        return _walk(self.entry.masked, self.best)
+
+    def uncovered(self, i: int) -> None:
+        if self.tests is not None and not self.ceiling.row_holds(self.task, self.queue, self.tests, i):
+            self.entry.masked[i] = IMPOSSIBLE
+            self.entry.vetoed.add(i)
 
 
 class WalkMemo:
@@ -60,46 +94,42 @@ class WalkMemo:
             return False
         return ssn.predicates_local(task) and ssn.scores_local(task)
 
-    def order(self, task: TaskInfo, queue: str, use_ceiling: bool, room: FloatArray | None) -> Iterator[int] | None:
-        """The nodes to walk, best first; None when no node is possible."""
-        ceiling, ceiling_key = self.ceiling.fits_keyed(task, queue) if use_ceiling else (None, None)
-        key = (queue, task.template_key, ceiling_key if ceiling is not None else None, _bytes(room))
+    def order(self, task: TaskInfo, queue: str, room: FloatArray | None, ceiling: bool) -> Walk | None:
+        """The nodes to walk, best first; None when no node is possible.  ``ceiling``: the
+        victim ceiling may veto nodes (not for victims of the preemptor's own job)."""
+        keyed = self.ceiling.keyed_tests(task, queue) if ceiling else None
+        key = (queue, task.template_key, keyed[0] if keyed is not None else None, _bytes(room))
         changes, dirty = self.ssn.nodes.changes, self.ceiling.dirty
         walk = self._walks.get(key)
         if walk is None or len(walk.masked) != len(self.ssn.nodes.infos):
-            walk = self._walks[key] = _Walk(self._full(task, queue, ceiling, room), len(changes), len(dirty))
+            walk = self._walks[key] = _Walk(self._full(task, queue, room), len(changes), len(dirty))
             if len(self._walks) > WALKS_KEPT:
                 self._walks.popitem(last=False)
         else:
             self._walks.move_to_end(key)
             stale = set(changes[walk.changes :])
-            if ceiling is not None:
-                stale.update(dirty[walk.dirty :])
+            vetoed = walk.vetoed
+            if vetoed:
+                # Only a veto reads the jobs on its node: other rows are the node's alone.
+                stale.update(r for r in dirty[walk.dirty :] if r in vetoed)
+                vetoed.difference_update(stale)
             if stale:
-                self._refresh(walk.masked, sorted(stale), task, queue, ceiling, room)
+                self._refresh(walk.masked, sorted(stale), task, queue, room)
             walk.changes, walk.dirty = len(changes), len(dirty)
         best = int(walk.masked.argmax())
         if walk.masked[best] == IMPOSSIBLE:
             return None
-        return _walk(walk.masked, best)
+        return Walk(walk, best, task, queue, self.ceiling, keyed[1] if keyed is not None else None)
 
-    def _full(self, task: TaskInfo, queue: str, ceiling: BoolArray | None, room: FloatArray | None) -> FloatArray:
+    def _full(self, task: TaskInfo, queue: str, room: FloatArray | None) -> FloatArray:
         possible = self.bound.candidates(task, queue) & ~self.verdicts.get(task)
-        if ceiling is not None:
-            possible &= ceiling
         if room is not None:
             possible &= self.bound.covering(task, queue, room)
         scores = self.ssn.call(P.NODE_ORDER, task, self.ssn.candidate_nodes())
         return np.where(possible, scores, IMPOSSIBLE)
 
     def _refresh(
-        self,
-        masked: FloatArray,
-        rows: list[int],
-        task: TaskInfo,
-        queue: str,
-        ceiling: BoolArray | None,
-        room: FloatArray | None,
+        self, masked: FloatArray, rows: list[int], task: TaskInfo, queue: str, room: FloatArray | None
     ) -> None:
         """``_full`` on ``rows`` only, in Python: a few rows cost less so than through numpy."""
         candidates, unresolvable = self.bound.candidates(task, queue), self.verdicts.get(task)
@@ -107,7 +137,7 @@ class WalkMemo:
         sums = self.bound.sums(task, queue) if needs else None
         scores = self.ssn.call(P.NODE_ORDER, task, np.array(rows, dtype=np.intp)).tolist()
         for j, r in enumerate(rows):
-            ok = bool(candidates[r]) and not unresolvable[r] and (ceiling is None or bool(ceiling[r]))
+            ok = bool(candidates[r]) and not unresolvable[r]
             if ok and sums is not None:
                 ok = all(sums[r, c] >= need for c, need in needs)
             masked[r] = scores[j] if ok else IMPOSSIBLE
@@ -116,15 +146,22 @@ class WalkMemo:
 def _walk(masked: FloatArray, best: int) -> Iterator[int]:
     yield best
     # Reached only when the best node failed; the walk changed nothing it kept (a failed node's
-    # statement is discarded), and ``masked`` is read again only by the next preemptor.
-    nodes = np.flatnonzero(masked > IMPOSSIBLE)
-    for j in np.argsort(-masked[nodes], kind="stable").tolist():
-        if int(nodes[j]) != best:
-            yield int(nodes[j])
+    # statement is discarded), and ``masked`` changes only by vetoes of nodes already walked.
+    work = masked.copy()
+    work[best] = IMPOSSIBLE
+    for _ in range(ARGMAX_STEPS):
+        j = int(work.argmax())
+        if work[j] == IMPOSSIBLE:
+            return
+        yield j
+        work[j] = IMPOSSIBLE
+    nodes = np.flatnonzero(work > IMPOSSIBLE)
+    for j in np.argsort(-work[nodes], kind="stable").tolist():
+        yield int(nodes[j])
 
 
 def _bytes(room: FloatArray | None) -> bytes | None:
     return None if room is None else room.tobytes()
 
 
-__all__ = ["WalkMemo"]
+__all__ = ["Walk", "WalkMemo"]

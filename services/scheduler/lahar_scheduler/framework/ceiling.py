@@ -145,13 +145,27 @@ class VictimCeiling:
     def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
         return self._keyed_entry(preemptor, queue)[0]
 
-    def _keyed_entry(self, preemptor: TaskInfo, queue: str) -> tuple[_Entry | None, Hashable]:
+    def keyed_tests(self, preemptor: TaskInfo, queue: str) -> tuple[Hashable, Tiers] | None:
+        """The plugins' could-name tests for ``preemptor`` and the key of what they read of it
+        (None: no ceiling known).  Rows of ``queue`` are marked dirty from now on."""
         if not self.useful:
-            return None, None
+            return None
         parts = [[c(preemptor) if c is not None else None for c in tier] for tier in self.chain]
         self._queues.add(queue)
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
-        tests: Tiers = [[p[1] if p is not None else None for p in tier] for tier in parts]
+        return key, [[p[1] if p is not None else None for p in tier] for tier in parts]
+
+    def row_holds(self, preemptor: TaskInfo, queue: str, tests: Tiers, i: int) -> bool:
+        """Whether node ``i``'s future idle plus its ceiling, computed now, could hold
+        ``preemptor``: when not, walking the node finds victims that cannot cover it."""
+        values = self._compute(queue, tests, np.array([i], dtype=np.intp))[0]
+        return fits_vector(preemptor, self.ssn.nodes.future[i] + values)
+
+    def _keyed_entry(self, preemptor: TaskInfo, queue: str) -> tuple[_Entry | None, Hashable]:
+        keyed = self.keyed_tests(preemptor, queue)
+        if keyed is None:
+            return None, None
+        key, tests = keyed
         changes = self.ssn.nodes.changes
         entry = self._entries.get(key)
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
