@@ -14,12 +14,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import node, open_session, pod, podgroup, queue
+from builders import make_conf, node, open_session, pod, podgroup, queue
+from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.core import load_conf
+from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.conf import SchedulerConf
 from lahar_scheduler.plugins.k8s import scores, scores_fast
 
 
-def _session(seed: int) -> Any:
+def _session(seed: int, conf: SchedulerConf | None = None) -> Any:
     rng = random.Random(seed)
     objs: list[Any] = [queue("q")]
     n = rng.randint(1, 25)
@@ -44,7 +47,7 @@ def _session(seed: int) -> Any:
                 deleting=placed and rng.random() < 0.3,  # releasing: room in future idle only
             )
         )
-    return open_session(objs, load_conf(None))
+    return open_session(objs, conf or load_conf(None))
 
 
 def _general(ssn: Any, task: Any, rows: np.ndarray, least_weight: int, balanced_weight: int) -> np.ndarray:
@@ -103,3 +106,33 @@ def test_the_common_case_excludes_gpu_asks_most_allocated_and_empty_requests() -
     assert scores_fast.applies(ssn.nodes, plain, 0)
     assert not scores_fast.applies(ssn.nodes, plain, 1)  # MostAllocated weighted
     assert not scores_fast.applies(ssn.nodes, gpu, 0)  # balanced over the GPU too
+
+
+NODE_ORDER_WEIGHTS = [
+    {},
+    {"leastrequested.weight": 3, "balancedresource.weight": 2, "tainttoleration.weight": 5},
+    {"leastrequested.weight": 0, "mostrequested.weight": 2, "tainttoleration.weight": 0},
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 100_000), st.sampled_from(NODE_ORDER_WEIGHTS))
+def test_one_node_scores_equal_the_node_order_call(seed: int, weights: dict[str, int]) -> None:
+    """nodeorder's ``score_row`` (and the walk memo's sum over such twins) gives each node
+    exactly what the node-order call gives it, for every task whose scores are local."""
+    rng = random.Random(seed)
+    conf = make_conf("allocate", [{"name": "predicates"}, {"name": "nodeorder", "arguments": weights}])
+    ssn = _session(seed, conf)
+    memo = WalkMemo(ssn, None, None, None)  # type: ignore[arg-type]  # only its scoring is used
+    assert memo._score_rows is not None
+    rows = np.arange(len(ssn.nodes.infos), dtype=np.intp)
+    checked = 0
+    for job in ssn.jobs.values():
+        for task in job.tasks.values():
+            if not ssn.scores_local(task):
+                continue
+            whole = ssn.call(P.NODE_ORDER, task, rows).tolist()
+            some = rng.sample(range(len(rows)), min(3, len(rows)))
+            assert memo._scores(task, some) == [whole[i] for i in some]
+            checked += 1
+    assert checked

@@ -302,7 +302,7 @@ class PreemptAction(Action):
                 if uncovered is not None:
                     uncovered(i)
                 continue
-            if room is not None and not _frees(victims, room):
+            if room is not None and not _frees(victims, self.walks.needed(room)):
                 self.wasteful = True
                 continue  # these victims cannot free what the queue needs
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
@@ -362,23 +362,25 @@ def _popped(order: PriorityQueue[TaskInfo]) -> Iterator[TaskInfo]:
         yield order.pop()
 
 
-def _frees(victims: list[TaskInfo], room: FloatArray) -> bool:
-    """``covers(Σ victims, room)`` in Python floats, on the dimensions the queue needs (the same
-    sums in the same order; a sum is never below a zero need)."""
-    for c in np.flatnonzero(room > 0).tolist():
+def _frees(victims: list[TaskInfo], needs: list[tuple[int, float]]) -> bool:
+    """``covers(Σ victims, room)`` in Python floats, on the dimensions the queue needs
+    (``WalkMemo.needed``: the same sums in the same order; a sum is never below a zero need)."""
+    for c, need in needs:
         held = 0.0
         for v in victims:
             held += v.res_vec[c]
-        if not held >= room[c]:
+        if not held >= need:
             return False
     return True
 
 
 def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
-    """The queue may take it, the node's future idle holds it, and PredicateFn accepts it."""
-    if not ssn.call(P.ALLOCATABLE, queue, preemptor):
-        return False
+    """The node's future idle holds it, the queue may take it, and PredicateFn accepts it.
+    All three are pure tests (a conjunction), so the cheapest goes first: before the first
+    eviction the node is full."""
     if not fits_vector(preemptor, ssn.nodes.future[node.index]):
+        return False
+    if not ssn.call(P.ALLOCATABLE, queue, preemptor):
         return False
     return passes_node(ssn, preemptor, node.index)
 

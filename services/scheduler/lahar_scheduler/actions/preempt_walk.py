@@ -27,7 +27,7 @@ nodes by score, ties in node order (what a stable sort gives, and repeated argma
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,6 +83,8 @@ class WalkMemo:
         # Most recently used last; a queue whose need moves with every preemptor makes a new key
         # each time, so only a few are kept (each holds a float per node).
         self._walks: OrderedDict[Hashable, _Walk] = OrderedDict()
+        self._score_rows = _score_rows(ssn)
+        self._needs: tuple[bytes | None, list[tuple[int, float]]] = (None, [])
 
     @staticmethod
     def applies(ssn: Session, task: TaskInfo) -> bool:
@@ -133,14 +135,50 @@ class WalkMemo:
     ) -> None:
         """``_full`` on ``rows`` only, in Python: a few rows cost less so than through numpy."""
         candidates, unresolvable = self.bound.candidates(task, queue), self.verdicts.get(task)
-        needs = [] if room is None else [(c, float(room[c])) for c in np.flatnonzero(room > 0).tolist()]
+        needs = self.needed(room)
         sums = self.bound.sums(task, queue) if needs else None
-        scores = self.ssn.call(P.NODE_ORDER, task, np.array(rows, dtype=np.intp)).tolist()
+        scores = self._scores(task, rows)
         for j, r in enumerate(rows):
             ok = bool(candidates[r]) and not unresolvable[r]
             if ok and sums is not None:
                 ok = all(sums[r, c] >= need for c, need in needs)
             masked[r] = scores[j] if ok else IMPOSSIBLE
+
+    def needed(self, room: FloatArray | None) -> list[tuple[int, float]]:
+        """The dimensions ``room`` needs and how much, kept for the last room asked about (a
+        queue's need moves only when its allocation does)."""
+        if room is None:
+            return []
+        raw = room.tobytes()
+        if self._needs[0] != raw:
+            self._needs = (raw, [(c, float(room[c])) for c in np.flatnonzero(room > 0).tolist()])
+        return self._needs[1]
+
+    def _scores(self, task: TaskInfo, rows: list[int]) -> list[float]:
+        """The node-order scores of ``rows``: through the callbacks' one-node twins when every
+        callback has one (summed in the chain's order, as ``score_sum`` adds them)."""
+        if self._score_rows is None:
+            return self.ssn.call(P.NODE_ORDER, task, np.array(rows, dtype=np.intp)).tolist()  # type: ignore[no-any-return]
+        out = []
+        for r in rows:
+            total = 0.0
+            for k, row in enumerate(self._score_rows):
+                total = row(task, r) if k == 0 else total + row(task, r)
+            out.append(total)
+        return out
+
+
+def _score_rows(ssn: Session) -> list[Callable[[TaskInfo, int], float]] | None:
+    """Each node-order callback's ``score_row`` (on itself or its plugin), valid for tasks whose
+    scores are local, which are the only ones the memo serves; None if one has none."""
+    rows = []
+    for fn in ssn.callbacks(P.NODE_ORDER):
+        owner = getattr(fn, "__self__", None)
+        row = getattr(fn if owner is None else owner, "score_row", None)
+        if row is None:
+            return None
+        rows.append(row)
+    return rows
 
 
 def _walk(masked: FloatArray, best: int) -> Iterator[int]:

@@ -136,6 +136,15 @@ class NodeOrderPlugin(Plugin):
             and any(c.when_unsatisfiable == "ScheduleAnyway" for c in pod.spec.topology_spread_constraints)
         )
 
+    def score_row(self, task: TaskInfo, i: int) -> float:
+        """``score`` of node ``i`` alone, for a task whose scores are local (``scores_local``):
+        then only the resource scores and the constant taint score apply, added as ``score``
+        adds them (a caller rescoring one changed node skips the array machinery)."""
+        total = float(self._local.get(task.template_key, task)[i])
+        if self.w.taint_toleration:
+            total += scores.MAX * self.w.taint_toleration
+        return total
+
     def score(self, task: TaskInfo, idx: IntArray) -> FloatArray:
         w, table, pod = self.w, self.table, task.pod
         total = self._local.get(task.template_key, task)[idx]
