@@ -97,6 +97,10 @@ class UnresolvableCache:
     def get(self, task: TaskInfo) -> BoolArray:
         return self._rows.get(task.template_key, task)
 
+    def row(self, task: TaskInfo, i: int) -> bool:
+        """Node ``i``'s verdict computed now, without the cache (a reader of one changed row)."""
+        return self._row(task, i)
+
 
 class VictimBound:
     """Per node, Σ resources of the tasks some kind of eviction may take, kept fresh as nodes change.
@@ -111,12 +115,21 @@ class VictimBound:
         self._caches: dict[str, RowCache[np.ndarray]] = {}
         # Per key, per task shape: the candidates mask, refreshed on the nodes that changed.
         self._fits: dict[str, RowCache[np.ndarray]] = {}
+        self._rows: dict[str, Callable[[TaskInfo, int], FloatArray]] = {}  # per key, its one-row sum
 
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
         if cache is None:
             cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), self._sum_row(key), size=1)
         return cache
+
+    def row_sums(self, task: TaskInfo, key: str, i: int) -> FloatArray:
+        """Node ``i``'s Σ countable tasks computed now, without the cache (a reader of one
+        changed row; the cache catches up on its own next read)."""
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self._sum_row(key)
+        return row(task, i)
 
     def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
         """One node's Σ countable tasks, added in node order from zero (the cache's scalar row,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lahar_scheduler.framework import points as P
+from lahar_scheduler.framework.predicate import fits_vector
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound
@@ -133,15 +134,17 @@ class WalkMemo:
     def _refresh(
         self, masked: FloatArray, rows: list[int], task: TaskInfo, queue: str, room: FloatArray | None
     ) -> None:
-        """``_full`` on ``rows`` only, in Python: a few rows cost less so than through numpy."""
-        candidates, unresolvable = self.bound.candidates(task, queue), self.verdicts.get(task)
-        needs = self.needed(room)
-        sums = self.bound.sums(task, queue) if needs else None
+        """``_full`` on ``rows`` only, each row computed in Python by the caches' one-row
+        functions (a few rows cost less so than through numpy, or through the caches, which
+        catch up on their own next read)."""
+        needs, future, bound = self.needed(room), self.ssn.nodes.future, self.bound
         scores = self._scores(task, rows)
         for j, r in enumerate(rows):
-            ok = bool(candidates[r]) and not unresolvable[r]
-            if ok and sums is not None:
-                ok = all(sums[r, c] >= need for c, need in needs)
+            sums = bound.row_sums(task, queue, r)
+            # VictimBound.candidates, then UnresolvableCache, then VictimBound.covering.
+            ok = fits_vector(task, future[r] + sums) and not self.verdicts.row(task, r)
+            if ok and needs:
+                ok = all(sums[c] >= need for c, need in needs)
             masked[r] = scores[j] if ok else IMPOSSIBLE
 
     def needed(self, room: FloatArray | None) -> list[tuple[int, float]]:

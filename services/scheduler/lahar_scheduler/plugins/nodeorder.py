@@ -139,8 +139,9 @@ class NodeOrderPlugin(Plugin):
     def score_row(self, task: TaskInfo, i: int) -> float:
         """``score`` of node ``i`` alone, for a task whose scores are local (``scores_local``):
         then only the resource scores and the constant taint score apply, added as ``score``
-        adds them (a caller rescoring one changed node skips the array machinery)."""
-        total = float(self._local.get(task.template_key, task)[i])
+        adds them (a caller rescoring one changed node skips the array machinery and the
+        cache, which catches up on its own next read)."""
+        total = float(self._local_row(task, i))
         if self.w.taint_toleration:
             total += scores.MAX * self.w.taint_toleration
         return total
