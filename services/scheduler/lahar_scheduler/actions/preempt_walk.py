@@ -13,8 +13,8 @@ third of a preempt session.
 The victim ceiling (framework/ceiling.py) is asked lazily, one row at a time: only when a
 walked node's victims could not cover the preemptor.  If the ceiling then shows that no
 preemptor of this key could be covered there, the node is *vetoed* (masked out) until its row
-goes stale: the node changes, or a job with a countable task there changes (the ceiling's dirty
-rows).  Walking a node the ceiling would have ruled out finds victims that cannot cover the
+goes stale: the node changes, or a job with a countable task there changes (the ceiling's changed
+jobs).  Walking a node the ceiling would have ruled out finds victims that cannot cover the
 preemptor (they are a subset of what it counts) and changes nothing, so the nodes where
 preemption succeeds or tries evictions, and their order, are the plain path's with the ceiling
 applied up front; asking it up front cost a row per preemptor (the changed node's jobs are
@@ -50,11 +50,32 @@ ARGMAX_STEPS = 16
 
 
 class _Walk:
-    __slots__ = ("changes", "dirty", "masked", "vetoed")
+    __slots__ = ("changes", "dirty", "masked", "veto_jobs", "vetoed")
 
     def __init__(self, masked: FloatArray, changes: int, dirty: int) -> None:
         self.masked, self.changes, self.dirty = masked, changes, dirty
         self.vetoed: set[int] = set()  # rows the ceiling masked out (see the module's doc)
+        # Per job with a task on a vetoed row, those rows: a change of the job makes them stale.
+        # An entry may outlive its veto (the row was refreshed since); it then costs one
+        # needless, exact, refresh at most.
+        self.veto_jobs: dict[str, set[int]] = {}
+
+    def veto(self, i: int, jobs: set[str]) -> None:
+        """Mask out row ``i``, whose ceiling reads ``jobs`` (``VictimCeiling.row_jobs``)."""
+        self.masked[i] = IMPOSSIBLE
+        self.vetoed.add(i)
+        for uid in jobs:
+            self.veto_jobs.setdefault(uid, set()).add(i)
+
+    def stale_vetoes(self, jobs: list[str]) -> set[int]:
+        """Vetoed rows some of ``jobs`` (changed jobs) have a task on."""
+        out: set[int] = set()
+        for uid in jobs:
+            rows = self.veto_jobs.pop(uid, None)
+            if rows:
+                out.update(rows)
+        out &= self.vetoed
+        return out
 
 
 class Walk:
@@ -74,8 +95,7 @@ class Walk:
 
     def uncovered(self, i: int) -> None:
         if self.tests is not None and not self.ceiling.row_holds(self.task, self.queue, self.tests, i):
-            self.entry.masked[i] = IMPOSSIBLE
-            self.entry.vetoed.add(i)
+            self.entry.veto(i, self.ceiling.row_jobs(i))
 
 
 class WalkMemo:
@@ -102,10 +122,10 @@ class WalkMemo:
         victim ceiling may veto nodes (not for victims of the preemptor's own job)."""
         keyed = self.ceiling.keyed_tests(task, queue) if ceiling else None
         key = (queue, task.template_key, keyed[0] if keyed is not None else None, _bytes(room))
-        changes, dirty = self.ssn.nodes.changes, self.ceiling.dirty
+        changes, mark = self.ssn.nodes.changes, self.ceiling.dirty_mark
         walk = self._walks.get(key)
         if walk is None or len(walk.masked) != len(self.ssn.nodes.infos):
-            walk = self._walks[key] = _Walk(self._full(task, queue, room), len(changes), len(dirty))
+            walk = self._walks[key] = _Walk(self._full(task, queue, room), len(changes), mark)
             if len(self._walks) > WALKS_KEPT:
                 self._walks.popitem(last=False)
         else:
@@ -114,11 +134,11 @@ class WalkMemo:
             vetoed = walk.vetoed
             if vetoed:
                 # Only a veto reads the jobs on its node: other rows are the node's alone.
-                stale.update(r for r in dirty[walk.dirty :] if r in vetoed)
+                stale.update(walk.stale_vetoes(self.ceiling.dirty_jobs(walk.dirty)))
                 vetoed.difference_update(stale)
             if stale:
                 self._refresh(walk.masked, sorted(stale), task, queue, room)
-            walk.changes, walk.dirty = len(changes), len(dirty)
+            walk.changes, walk.dirty = len(changes), mark
         best = int(walk.masked.argmax())
         if walk.masked[best] == IMPOSSIBLE:
             return None

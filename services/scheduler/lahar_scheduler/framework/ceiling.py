@@ -71,27 +71,58 @@ class VictimCeiling:
         self.chain = [[_ceiling_of(fn) for fn in fns] for fns in chain]
         self.useful = any(c is not None for tier in self.chain for c in tier)
         self._entries: dict[Hashable, _Entry] = {}
-        self._dirty: list[int] = []  # rows whose jobs changed, in order (entries keep a read mark)
+        # Jobs that changed, in order (readers keep a read mark); resolved into rows only when
+        # read (``dirty_rows``), as most changes are never read.
+        self._jobs: list[str] = []
         self._queues: set[str] = set()  # the queues rows were computed for
         if self.useful:
             ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
-        job = self.ssn.jobs.get(task.job)
-        if job is None:
-            return
-        # Only rows holding one of the job's tasks that counts for a queue asked about read the
-        # job's state (e.g. not the nodes of its pipelined tasks).
-        by_name, counts, queues = self.ssn.nodes.by_name, self.counts, self._queues
+        # Not deduplicated against the last entry: a reader may have read in between.
+        self._jobs.append(task.job)
+
+    def dirty_rows(self, since: int) -> list[int]:
+        """Rows holding a task that counts for a queue asked about, of a job that changed since
+        read mark ``since``: the rows whose ceiling read that job's state (e.g. not the nodes of
+        its pipelined tasks).  Resolved now, not when the job changed: a row that held such a
+        task then and not now lost it by a change of its node since, which every reader takes
+        as stale too (``NodeTable.changes``)."""
+        by_name, counts, queues, jobs = self.ssn.nodes.by_name, self.counts, self._queues, self.ssn.jobs
+        rows: list[int] = []
         marked: set[str] = set()  # a job's tasks share nodes: one row is marked once
-        for t in self._may_count(job):
-            name = t.node_name
-            if not name or name in marked:
+        for uid in set(self._jobs[since:]):
+            job = jobs.get(uid)
+            if job is None:
                 continue
-            node = by_name.get(name)
-            if node is not None and any(counts(t, q) for q in queues):
-                marked.add(name)
-                self._dirty.append(node.index)
+            for t in self._may_count(job):
+                name = t.node_name
+                if not name or name in marked:
+                    continue
+                node = by_name.get(name)
+                if node is not None and any(counts(t, q) for q in queues):
+                    marked.add(name)
+                    rows.append(node.index)
+        return rows
+
+    def row_jobs(self, i: int) -> set[str]:
+        """The jobs whose state node ``i``'s ceiling reads: those with a task there that counts
+        for a queue asked about (what ``dirty_rows`` would mark the row for)."""
+        counts, queues, statuses = self.counts, self._queues, self.statuses
+        return {
+            t.job
+            for t in self.ssn.node_list[i].tasks.values()
+            if (statuses is None or t.status in statuses) and any(counts(t, q) for q in queues)
+        }
+
+    def dirty_jobs(self, since: int) -> list[str]:
+        """The jobs that changed since read mark ``since``, in order (repeats possible)."""
+        return self._jobs[since:]
+
+    @property
+    def dirty_mark(self) -> int:
+        """A read mark: what ``dirty_rows`` and ``dirty_jobs`` will count from."""
+        return len(self._jobs)
 
     def _may_count(self, job: JobInfo) -> Iterator[TaskInfo]:
         if self.statuses is None:
@@ -112,16 +143,16 @@ class VictimCeiling:
         entry, key = self._keyed_entry(preemptor, queue)
         if entry is None:
             return None, key
-        changes, dirty = self.ssn.nodes.changes, self._dirty
+        changes, mark = self.ssn.nodes.changes, self.dirty_mark
         future = self.ssn.nodes.future
         got = entry.fits.get(preemptor.template_key)
         if got is None:
             mask = fits_rows(preemptor, future + entry.values)
         else:
             mask, read_changes, read_dirty = got
-            if read_changes < len(changes) or read_dirty < len(dirty):
+            if read_changes < len(changes) or read_dirty < mark:
                 stale = set(changes[read_changes:])
-                stale.update(dirty[read_dirty:])
+                stale.update(self.dirty_rows(read_dirty))
                 if len(stale) <= SCALAR_ROWS:  # a row or two: numpy's per-call cost dominates
                     values = entry.values
                     for i in stale:
@@ -129,13 +160,8 @@ class VictimCeiling:
                 else:
                     rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
                     mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
-        entry.fits[preemptor.template_key] = (mask, len(changes), len(dirty))
+        entry.fits[preemptor.template_key] = (mask, len(changes), mark)
         return mask, key
-
-    @property
-    def dirty(self) -> list[int]:
-        """Rows whose jobs changed, in order (a reader keeps how many it has seen)."""
-        return self._dirty
 
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
@@ -170,14 +196,15 @@ class VictimCeiling:
         entry = self._entries.get(key)
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
             rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
-            entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), len(self._dirty))
+            entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), self.dirty_mark)
             return entry, key
-        if entry.changes < len(changes) or entry.dirty < len(self._dirty):
+        mark = self.dirty_mark
+        if entry.changes < len(changes) or entry.dirty < mark:
             stale = set(changes[entry.changes :])
-            stale.update(self._dirty[entry.dirty :])
+            stale.update(self.dirty_rows(entry.dirty))
             rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
             entry.values[rows] = self._compute(queue, tests, rows)
-            entry.changes, entry.dirty = len(changes), len(self._dirty)
+            entry.changes, entry.dirty = len(changes), mark
         return entry, key
 
     def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
