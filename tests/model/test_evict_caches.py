@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from test_preempt_ceiling import CONF, contended, no_ceiling, outcome
 
 from builders import make_conf
-from lahar_scheduler.actions import evictutil, preempt
+from lahar_scheduler.actions import evictutil
 from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound, reclaimable_elsewhere
 from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
@@ -20,7 +20,6 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.nodes import BoolArray
 from lahar_scheduler.framework.predicate import fits_rows
-from lahar_scheduler.framework.session import Session
 
 RECLAIM = make_conf(
     "enqueue, allocate, reclaim",
@@ -55,8 +54,8 @@ def _fresh_unresolvable(self: UnresolvableCache, task: TaskInfo) -> BoolArray:
     return np.isin(rows, self.ssn.call(P.PREDICATE, task, rows).unresolvable)
 
 
-def _fresh_passes(ssn: Session, task: TaskInfo, i: int) -> bool:
-    return bool(len(ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
+def _fresh_passes(self: evictutil.NodePasses, task: TaskInfo, i: int) -> bool:
+    return bool(len(self.ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
 
 
 def uncached(objs: list[Any], conf: Any) -> tuple[Any, ...]:
@@ -64,8 +63,7 @@ def uncached(objs: list[Any], conf: Any) -> tuple[Any, ...]:
         mp.setattr(VictimBound, "candidates", _fresh_candidates)
         mp.setattr(ReclaimBound, "candidates", _fresh_reclaim_candidates)
         mp.setattr(UnresolvableCache, "get", _fresh_unresolvable)
-        mp.setattr(preempt, "passes_node", _fresh_passes)
-        mp.setattr(evictutil, "passes_node", _fresh_passes)
+        mp.setattr(evictutil.NodePasses, "__call__", _fresh_passes)
         mp.setattr(WalkMemo, "applies", staticmethod(lambda ssn, task: False))  # the walk memo is a cache too
         # The ceiling is checked on its own (test_preempt_ceiling); here it is left out of both.
         no_ceiling(mp)

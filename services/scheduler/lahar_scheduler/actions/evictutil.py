@@ -59,15 +59,25 @@ def preempt_nodes(ssn: Session, task: TaskInfo, verdicts: UnresolvableCache | No
     return idx[~np.isin(idx, filtered.unresolvable)]
 
 
-def passes_node(ssn: Session, task: TaskInfo, i: int) -> bool:
+class NodePasses:
     """Whether PredicateFn passes node ``i``.  With local verdicts, through the callbacks'
     scalar ``passes_row`` twins when all have one (as allocate's cached verdicts do): running
-    the whole predicate machinery for one node costs tens of microseconds."""
-    if ssn.predicates_local(task):
+    the whole predicate machinery for one node costs tens of microseconds.  The twins are looked
+    up once (callbacks are registered as the session opens)."""
+
+    __slots__ = ("rows", "ssn")
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
         rows = [getattr(fn, "passes_row", None) for fn in ssn.callbacks(P.PREDICATE)]
-        if all(row is not None for row in rows):
-            return all(row(task, i) for row in rows if row is not None)
-    return bool(len(ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
+        self.rows: list[Callable[[TaskInfo, int], bool]] | None = (
+            [row for row in rows if row is not None] if all(row is not None for row in rows) else None
+        )
+
+    def __call__(self, task: TaskInfo, i: int) -> bool:
+        if self.rows is not None and self.ssn.predicates_local(task):
+            return all(row(task, i) for row in self.rows)
+        return bool(len(self.ssn.call(P.PREDICATE, task, np.array([i], dtype=np.intp)).passed))
 
 
 class UnresolvableCache:

@@ -23,12 +23,12 @@ from lahar_scheduler.actions.args import PreemptArgs, typed
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
+    NodePasses,
     TaskFilter,
     UnresolvableCache,
     VictimBound,
     fits_vector,
     need_vector,
-    passes_node,
     pending_tasks,
     preempt_nodes,
     preemptable_in_queue,
@@ -113,6 +113,7 @@ class PreemptAction(Action):
         # per change.  The normal path consults it once a walk wasted a node (and from then on):
         # while every preemptor settles on its first node, it would spare nothing.
         self.wasteful = False
+        self.fits = PreemptorFits(ssn)
         self.salt = ssn.rng.getrandbits(32)
         # Per victim job, its tasks' sort key (None: none; see _victim_order).
         self._task_keys: dict[str, Callable[[TaskInfo], tuple[object, ...]] | None] = {}
@@ -308,7 +309,7 @@ class PreemptAction(Action):
             ssn.result.stats.preemption_attempts += 1  # a node whose victims were tried
             node_stmt = ssn.statement()
             evicted = Resource()
-            fits = preemptor_fits(ssn, queue, preemptor, node)
+            fits = self.fits(queue, preemptor, node)
             order = None if fits else self._victim_order(ssn, victims, preemptor)
             while not fits and order is not None:
                 victim = next(order, None)
@@ -316,7 +317,7 @@ class PreemptAction(Action):
                     break
                 node_stmt.evict(victim, "preempt")
                 evicted.add(victim.resreq)
-                fits = preemptor_fits(ssn, queue, preemptor, node)
+                fits = self.fits(queue, preemptor, node)
             if fits:
                 # Volcano's evictionOccurred ignores pods, so BestEffort victims do not count.
                 node_stmt.pipeline(preemptor, node.name, not evicted.is_empty())
@@ -374,15 +375,24 @@ def _frees(victims: list[TaskInfo], needs: list[tuple[int, float]]) -> bool:
     return True
 
 
-def preemptor_fits(ssn: Session, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
-    """The node's future idle holds it, the queue may take it, and PredicateFn accepts it.
-    All three are pure tests (a conjunction), so the cheapest goes first: before the first
-    eviction the node is full."""
-    if not fits_vector(preemptor, ssn.nodes.future[node.index]):
-        return False
-    if not ssn.call(P.ALLOCATABLE, queue, preemptor):
-        return False
-    return passes_node(ssn, preemptor, node.index)
+class PreemptorFits:
+    """Whether a preemptor fits a node: its future idle holds it, the queue may take it, and
+    PredicateFn accepts it.  All three tests are pure (a conjunction), so the cheapest goes
+    first: before the first eviction the node is full.  Callbacks are resolved once."""
+
+    __slots__ = ("allocatable", "nodes", "passes")
+
+    def __init__(self, ssn: Session) -> None:
+        self.allocatable = ssn.caller(P.ALLOCATABLE)
+        self.passes = NodePasses(ssn)
+        self.nodes = ssn.nodes
+
+    def __call__(self, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
+        if not fits_vector(preemptor, self.nodes.future[node.index]):
+            return False
+        if not self.allocatable(queue, preemptor):
+            return False
+        return self.passes(preemptor, node.index)
 
 
 def _by_score(ssn: Session, task: TaskInfo, nodes: IntArray, possible: BoolArray) -> Iterator[int]:
@@ -453,4 +463,4 @@ def _network_topology(job: JobInfo) -> bool:
     return job.podgroup is not None and job.podgroup.spec.network_topology is not None
 
 
-__all__ = ["PreemptAction", "eligible", "pod_priority", "preemptor_fits"]
+__all__ = ["PreemptAction", "PreemptorFits", "eligible", "pod_priority"]
