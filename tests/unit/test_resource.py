@@ -14,6 +14,7 @@ from lahar.api.resource import (
     exceeded_part,
     intersection,
     is_scalar_resource_name,
+    max_share,
     resource_max,
     same,
     share,
@@ -328,3 +329,19 @@ def test_add_times_is_so_many_adds_bit_for_bit(held: Resource, rr: Resource, n: 
     for _ in range(n):
         one_by_one.add(rr)
     assert bits(held.clone().add_times(rr, n)) == bits(one_by_one)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_resources(), _resources(), st.booleans())
+def test_max_share_is_the_largest_share_bit_for_bit(held: Resource, total_: Resource, every: bool) -> None:
+    """``max_share`` reads dimensions in place; it must give what the plain loop of ``share``
+    over ``get`` gives, including 0/0, x/0 and signed zeros."""
+    import struct
+
+    names = total_.all_names() if every else total_.names()
+    best = 0.0
+    for name in names:
+        s = share(held.get(name), total_.get(name))
+        if s > best:
+            best = s
+    assert struct.pack("<d", max_share(held, total_, names)) == struct.pack("<d", best)

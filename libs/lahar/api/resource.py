@@ -447,6 +447,24 @@ def share(allocated: float, total: float) -> float:
     return allocated / total
 
 
+def max_share(allocated: Resource, total: Resource, names: Iterable[str]) -> float:
+    """The largest ``share`` of ``allocated`` in ``total`` over ``names`` (0 for none): the
+    dominant-share loop of drf and proportion, which run it on every task a session moves,
+    with the dimensions read in place."""
+    best = 0.0
+    for name in names:
+        if name == CPU:
+            a, t = allocated.milli_cpu, total.milli_cpu
+        elif name == MEMORY:
+            a, t = allocated.memory, total.memory
+        else:
+            a, t = allocated.scalars.get(name, 0.0), total.scalars.get(name, 0.0)
+        s = (0.0 if a == 0 else 1.0) if t == 0 else a / t
+        if s > best:
+            best = s
+    return best
+
+
 def total(resources: Iterable[Resource]) -> Resource:
     out = Resource()
     for r in resources:

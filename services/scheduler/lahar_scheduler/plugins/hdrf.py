@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lahar.api.resource import Resource, share
+from lahar.api.resource import Resource, max_share
 
 
 @dataclass
@@ -30,12 +30,7 @@ class Attr:
 def dominant_share(allocated: Resource, total: Resource, names: list[str] | None = None) -> float:
     """The largest ratio held over the cluster's resources (Volcano's calculateShare);
     ``names``: the cluster's resource names, when the caller has them at hand."""
-    best = 0.0
-    for name in total.names() if names is None else names:
-        s = share(allocated.get(name), total.get(name))
-        if s > best:
-            best = s
-    return best
+    return max_share(allocated, total, total.names() if names is None else names)
 
 
 def saturated(allocated: Resource, request: Resource, demanding: frozenset[str]) -> bool:

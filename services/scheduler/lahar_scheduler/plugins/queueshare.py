@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from lahar.api.resource import CPU, MEMORY, PODS, Resource, exceeded_part, is_scalar_resource_name, share
+from lahar.api.resource import (
+    CPU,
+    MEMORY,
+    PODS,
+    Resource,
+    exceeded_part,
+    is_scalar_resource_name,
+    max_share,
+)
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, PodGroupPhase, TaskStatus
 
@@ -122,9 +130,4 @@ def request_runs(tasks: Iterable[TaskInfo]) -> Iterator[tuple[Resource, int]]:
 
 
 def dominant_share(allocated: Resource, deserved: Resource) -> float:
-    best = 0.0
-    for name in deserved.names():
-        s = share(allocated.get(name), deserved.get(name))
-        if s > best:
-            best = s
-    return best
+    return max_share(allocated, deserved, deserved.names())
