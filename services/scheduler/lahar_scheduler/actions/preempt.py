@@ -117,6 +117,7 @@ class PreemptAction(Action):
         self.salt = ssn.rng.getrandbits(32)
         # Per victim job, its tasks' sort key (None: none; see _victim_order).
         self._task_keys: dict[str, Callable[[TaskInfo], tuple[object, ...]] | None] = {}
+        self._victim_keys: dict[str, tuple[object, ...]] = {}  # per task uid, its key's value
         self.miss: dict[str, str] = {}  # job → why its last preemptor found nothing to evict
         starving: dict[str, list[JobInfo]] = {}
         tasks: dict[str, PriorityQueue[TaskInfo]] = {}
@@ -351,8 +352,21 @@ class PreemptAction(Action):
                 owner = ssn.jobs.get(first)
                 key = self._task_keys[first] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
             if key is not None:
-                return iter(sorted(victims, key=key, reverse=True))
+                return iter(sorted(victims, key=self._memo_key(key), reverse=True))
         return _popped(victims_queue(ssn, victims, preemptor))
+
+    def _memo_key(self, key: Callable[[TaskInfo], tuple[object, ...]]) -> Callable[[TaskInfo], tuple[object, ...]]:
+        """``key``, each task's value kept: a task's order key does not move in a session, and
+        a node's remaining victims are sorted again for every preemptor that lands there."""
+        memo = self._victim_keys
+
+        def kept(task: TaskInfo) -> tuple[object, ...]:
+            got = memo.get(task.uid)
+            if got is None:
+                got = memo[task.uid] = key(task)
+            return got
+
+        return kept
 
 
 _UNKNOWN: Any = object()
