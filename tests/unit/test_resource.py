@@ -345,3 +345,9 @@ def test_max_share_is_the_largest_share_bit_for_bit(held: Resource, total_: Reso
         if s > best:
             best = s
     assert struct.pack("<d", max_share(held, total_, names)) == struct.pack("<d", best)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_resources(), _resources(), _resources())
+def test_fits_after_is_less_equal_in_of_the_sum(held: Resource, req: Resource, limit: Resource) -> None:
+    assert held.fits_after(req, limit) == held.clone().add(req).less_equal_in(limit, req)[0]

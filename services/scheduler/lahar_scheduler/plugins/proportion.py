@@ -183,8 +183,7 @@ class ProportionPlugin(Plugin):
         if not queue.is_open():
             return False
         attr = self.attrs[queue.uid]
-        ok, _ = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
-        return ok
+        return attr.allocated.fits_after(task.resreq, attr.deserved)
 
     def enqueueable(self, job: JobInfo) -> Vote:
         queue = self.ssn.queues[job.queue]
