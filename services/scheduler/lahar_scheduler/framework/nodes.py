@@ -288,9 +288,15 @@ class NodeTable:
         task.unscored = not scored
         if node is None or not on_node:
             return
-        i, sign = node.index, (1.0 if scored else -1.0)
-        self.requested[i] += sign * task.init_vec
-        self.nonzero[i] += sign * _nonzero(task)
+        # In place on row views (``x + -v`` is ``x - v`` exactly), without ``sign * v``'s copies.
+        i = node.index
+        requested, nonzero = self.requested[i], self.nonzero[i]
+        if scored:
+            requested += task.init_vec
+            nonzero += _nonzero(task)
+        else:
+            requested -= task.init_vec
+            nonzero -= _nonzero(task)
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)
