@@ -22,7 +22,7 @@ from lahar_scheduler.simulation import Cluster
 def test_one_jobs_victims_come_in_the_heaps_order(objs: list[Any], tiers: list[list[str]], data: Any) -> None:
     ssn = Session(Cluster(objs).snapshot(), topology_conf(tiers, 100, False), dict(PLUGINS)).open()
     action = PreemptAction({})
-    action._task_keys = {}
+    action._task_keys, action._victim_keys = {}, {}
     pending = [t for job in ssn.jobs.values() for t in job.tasks.values() if not t.node_name]
     preemptor = data.draw(st.sampled_from(pending))
     for info in ssn.nodes.infos:
@@ -50,7 +50,7 @@ def test_indexed_victims_of_one_job_are_sorted_by_key(tasks: list[tuple[int, int
     objs += [podgroup("want", "q0", 1, priority_class="p3"), pod("want-w-0", "want", "2", priority=5)]
     ssn = Session(Cluster(objs).snapshot(), topology_conf(BENCH_TIERS, 100, False), dict(PLUGINS)).open()
     action = PreemptAction({})
-    action._task_keys = {}
+    action._task_keys, action._victim_keys = {}, {}
     preemptor = next(t for j in ssn.jobs.values() for t in j.tasks.values() if not t.node_name)
     victims = list(ssn.nodes.infos[0].tasks.values())
     got = [t.uid for t in action._victim_order(ssn, victims, preemptor)]
