@@ -99,6 +99,17 @@ def test_reclaim_decides_the_same_without_its_walk_memo(objs: list[Any]) -> None
     assert outcome(objs) == plain(objs)
 
 
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(over_and_under())
+def test_reclaim_decides_the_same_when_its_walks_settle_early(objs: list[Any]) -> None:
+    """The same with the unknown rows settled after the first node (the clusters above are too
+    small for a walk to go past ``ARGMAX_STEPS`` nodes)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reclaim_walk, "ARGMAX_STEPS", 1)
+        fast = outcome(objs)
+    assert fast == plain(objs)
+
+
 def _unknown_ruled_out(self: ReclaimWalk, entry: Any, task: TaskInfo, queue: str, i: int) -> Any:
     """The memo with its resolution broken: a row that changed is never walked again."""
     return None if i in entry.unknown else _visit(self, entry, task, queue, i)
@@ -146,16 +157,16 @@ def full_nodes(n: int, cpu: int) -> list[Any]:
 
 
 def test_the_memo_is_made_once_and_resolves_only_the_nodes_walked() -> None:
-    """Four nodes of four pods, a gang of six 1-cpu pods in queue b: the memo's mask is made
-    once, each reclaimer resolves the node it walks (changed by the one before), a node whose
-    last pod may not go is ruled out and walked past, and nodes past the one that takes the
-    reclaimer are never resolved."""
+    """Four nodes of four pods, a gang of six 1-cpu pods in queue b: the memo is made once,
+    each reclaimer resolves the node it walks (changed by the one before), a node whose last
+    pod may not go is walked past, and the nodes past the one that takes the reclaimer are never
+    computed (no bound over every node either)."""
     objs = full_nodes(4, 4)
     objs.append(podgroup("pend", queue="b", min_member=6, priority_class="normal"))
     objs += [pod(f"pend-{t}", group="pend", cpu="1", priority_class="normal") for t in range(6)]
     calls: Counter[str] = Counter()
     resolved: Counter[int] = Counter()
-    candidates, visit = ReclaimBound.candidates, ReclaimWalk._visit
+    made, visit = reclaim_walk._Walk.__init__, ReclaimWalk._visit
 
     def spy_visit(self: ReclaimWalk, entry: Any, task: TaskInfo, queue: str, i: int) -> Any:
         if i in entry.unknown:
@@ -163,12 +174,44 @@ def test_the_memo_is_made_once_and_resolves_only_the_nodes_walked() -> None:
         return visit(self, entry, task, queue, i)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ReclaimBound, "candidates", lambda self, *a: calls.update(["full"]) or candidates(self, *a))
+        mp.setattr(reclaim_walk._Walk, "__init__", lambda self, *a: calls.update(["made"]) or made(self, *a))
+        mp.setattr(ReclaimBound, "candidates", lambda self, *a: calls.update(["bound"]))
         mp.setattr(ReclaimWalk, "_visit", spy_visit)
         fast = outcome(objs)
     assert len(fast[0]) == 6 and len(fast[1]) == 6  # every pending pod reclaimed one of a's
-    assert calls["full"] == 1
-    assert set(resolved) <= {0, 1, 2} and resolved[0] >= 3  # node 3 never computed again
+    assert calls == {"made": 1}
+    assert set(resolved) == {0, 1} and resolved[0] >= 4  # the fourth walks past node 0
+    assert fast == plain(objs)
+
+
+def test_a_long_walk_settles_the_unknown_rows_at_once() -> None:
+    """Twelve nodes, the first ten full of pods of queue c, which allows no reclaiming: the
+    first reclaimer resolves a few of them one by one, then the rest through the bound over
+    every node, and finds the nodes of queue a's pods."""
+    objs: list[Any] = [priority_class("normal", 10), queue("a", reclaimable=True), queue("b")]
+    objs.append(queue("c", 10, reclaimable=False))
+    for i in range(12):
+        owner = "c" if i < 10 else "a"
+        objs.append(node(f"n{i}", cpu="2", memory="64Gi"))
+        objs.append(podgroup(f"run-{i}", queue=owner, min_member=1, phase="Running", priority_class="normal"))
+        objs += [
+            pod(f"run-{i}-{t}", group=f"run-{i}", cpu="1", node_name=f"n{i}", phase="Running", priority_class="normal")
+            for t in range(2)
+        ]
+    objs.append(podgroup("pend", queue="b", min_member=2, priority_class="normal"))
+    objs += [pod(f"pend-{t}", group="pend", cpu="1", priority_class="normal") for t in range(2)]
+    settled: list[int] = []
+    settle = ReclaimWalk._settle
+
+    def spy(self: ReclaimWalk, entry: Any, task: TaskInfo, queue: str) -> None:
+        settled.append(len(entry.unknown))
+        settle(self, entry, task, queue)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ReclaimWalk, "_settle", spy)
+        fast = outcome(objs)
+    assert len(fast[1]) == 2 and {n for _, n in fast[1]} <= {"n10", "n11"}
+    assert settled and settled[0] == 12 - reclaim_walk.ARGMAX_STEPS
     assert fast == plain(objs)
 
 

@@ -8,15 +8,18 @@ refreshing the bound's sums and mask and masking the verdicts over every node to
 microseconds per reclaimer, most of the walk's cost, where the walk itself usually ends on its
 first node.
 
-So the mask of nodes to walk is kept per (queue, task shape), and a row that changed since it
-was last read is not computed again but marked *unknown* (possibly walkable).  The walk goes
-through known and unknown nodes in node order; an unknown node is resolved when the walk reaches
-it, with the bound's arithmetic (its reclaimees, the tasks the walk offers the plugins anyway,
-summed in node order from zero) and the cached verdicts, and skipped if it fails.  A row read
-later than the plain path would read it holds the same value: it depends on that node alone,
-and the walk changes no node ahead of it (only the node it walks, and undoes a failed one).
-So the nodes walked, and their order, are the plain path's; nodes past the one where the
-reclaimer fits are never computed at all.
+So the mask of nodes to walk is kept per (queue, task shape), and a row is not computed until
+the walk reaches it: a new mask knows only the verdicts (cached over every node anyway), and a
+row that changed since the mask was last read is marked *unknown* (possibly walkable) again.
+The walk goes through known and unknown nodes in node order; an unknown node is resolved when
+the walk reaches it, with the bound's arithmetic (its reclaimees, the tasks the walk offers the
+plugins anyway, summed in node order from zero) and the cached verdicts, and skipped if it
+fails.  A walk that goes on past a few nodes settles the unknown rows left at once, through the
+bound's vector sums (shared by a queue's task shapes).  A row read later than the plain path
+would read it holds the same value: it depends on that node alone, and the walk changes no
+node ahead of it (only the node it walks, and undoes a failed one).  So the nodes walked, and
+their order, are the plain path's; nodes past the one where the reclaimer fits are not computed
+at all, and mostly that is the first.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class ReclaimWalk:
         ok, start = entry.ok, 0
         # Node by node (argmax stops at the first True) while the walk goes on, which it rarely
         # does for long: mostly the first node takes the reclaimer, or an unknown one is ruled
-        # out first; then the rest are listed at once.
+        # out first.
         for _ in range(ARGMAX_STEPS):
             i = start + int(ok[start:].argmax()) if start < len(ok) else start
             if i >= len(ok) or not ok[i]:
@@ -84,10 +87,11 @@ class ReclaimWalk:
             if got is not None:
                 yield i, got
             start = i + 1
+        # A long walk: the rows still unknown are settled at once (through the bound's cached
+        # sums, shared by the queue's task shapes), then the rest listed.
+        self._settle(entry, task, queue)
         for i in (np.flatnonzero(ok[start:]) + start).tolist():
-            got = self._visit(entry, task, queue, i)
-            if got is not None:
-                yield i, got
+            yield i, self.reclaimees(i, queue)
 
     def _visit(self, entry: _Walk, task: TaskInfo, queue: str, i: int) -> list[TaskInfo] | None:
         """Node ``i``'s reclaimees, or None when it is not to be walked (resolving it if unknown)."""
@@ -101,6 +105,14 @@ class ReclaimWalk:
         holds = fits_vector(task, self.table.future[i] + have) and not self.verdicts.get(task)[i]
         entry.ok[i] = holds
         return reclaimees if holds else None
+
+    def _settle(self, entry: _Walk, task: TaskInfo, queue: str) -> None:
+        """Resolve every unknown row with the vector bound and verdicts (their rows are as the
+        walk found them: it changed none of them, only nodes it walked)."""
+        if entry.unknown:
+            rows = np.fromiter(entry.unknown, dtype=np.intp, count=len(entry.unknown))
+            entry.ok[rows] = self.bound.candidates(task, queue)[rows] & ~self.verdicts.get(task)[rows]
+            entry.unknown.clear()
 
     def reclaimees(self, i: int, queue: str) -> list[TaskInfo]:
         """Strictly Running, preemptable, of a job in another queue that allows reclaiming
@@ -119,8 +131,11 @@ class ReclaimWalk:
         changes = self.table.changes
         entry = self._walks.get(key)
         if entry is None or len(entry.ok) != len(self.table.infos):
-            ok = self.bound.candidates(task, queue) & ~self.verdicts.get(task)
+            # Every node is unknown but those the predicates rule out: the walk usually ends
+            # within its first few nodes, so the bound is not computed over all of them.
+            ok = ~self.verdicts.get(task)
             entry = self._walks[key] = _Walk(ok, len(changes))
+            entry.unknown.update(np.flatnonzero(ok).tolist())
             if len(self._walks) > WALKS_KEPT:
                 self._walks.popitem(last=False)
             return entry
