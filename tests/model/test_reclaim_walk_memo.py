@@ -102,10 +102,11 @@ def test_reclaim_decides_the_same_without_its_walk_memo(objs: list[Any]) -> None
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(over_and_under())
 def test_reclaim_decides_the_same_when_its_walks_settle_early(objs: list[Any]) -> None:
-    """The same with the unknown rows settled after the first node (the clusters above are too
-    small for a walk to go past ``ARGMAX_STEPS`` nodes)."""
+    """The same with the unknown rows settled as soon as the walk goes past its first node (the
+    clusters above are too small for a walk to go that far)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reclaim_walk, "ARGMAX_STEPS", 1)
+        mp.setattr(reclaim_walk, "SETTLE_SHARE", 10**6)
         fast = outcome(objs)
     assert fast == plain(objs)
 
@@ -186,7 +187,8 @@ def test_the_memo_is_made_once_and_resolves_only_the_nodes_walked() -> None:
 
 def test_a_long_walk_settles_the_unknown_rows_at_once() -> None:
     """Twelve nodes, the first ten full of pods of queue c, which allows no reclaiming: the
-    first reclaimer resolves a few of them one by one, then the rest through the bound over
+    first reclaimer resolves them one by one, here only until it has resolved more than a
+    twelfth of the nodes past its first ``ARGMAX_STEPS``, then the rest through the bound over
     every node, and finds the nodes of queue a's pods."""
     objs: list[Any] = [priority_class("normal", 10), queue("a", reclaimable=True), queue("b")]
     objs.append(queue("c", 10, reclaimable=False))
@@ -209,9 +211,10 @@ def test_a_long_walk_settles_the_unknown_rows_at_once() -> None:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ReclaimWalk, "_settle", spy)
+        mp.setattr(reclaim_walk, "SETTLE_SHARE", 12)
         fast = outcome(objs)
     assert len(fast[1]) == 2 and {n for _, n in fast[1]} <= {"n10", "n11"}
-    assert settled and settled[0] == 12 - reclaim_walk.ARGMAX_STEPS
+    assert settled and settled[0] == 11 - reclaim_walk.ARGMAX_STEPS  # nodes 9 to 11
     assert fast == plain(objs)
 
 

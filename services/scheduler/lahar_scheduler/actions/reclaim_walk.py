@@ -14,8 +14,8 @@ row that changed since the mask was last read is marked *unknown* (possibly walk
 The walk goes through known and unknown nodes in node order; an unknown node is resolved when
 the walk reaches it, with the bound's arithmetic (its reclaimees, the tasks the walk offers the
 plugins anyway, summed in node order from zero) and the cached verdicts, and skipped if it
-fails.  A walk that goes on past a few nodes settles the unknown rows left at once, through the
-bound's vector sums (shared by a queue's task shapes).  A row read later than the plain path
+fails.  A walk that meets many unknown nodes settles the rest at once, through the bound's
+vector sums (shared by a queue's task shapes).  A row read later than the plain path
 would read it holds the same value: it depends on that node alone, and the walk changes no
 node ahead of it (only the node it walks, and undoes a failed one).  So the nodes walked, and
 their order, are the plain path's; nodes past the one where the reclaimer fits are not computed
@@ -45,6 +45,11 @@ S = TaskStatus
 WALKS_KEPT = 64
 # Nodes found one argmax at a time before the rest are listed (a pass over the mask each).
 ARGMAX_STEPS = 8
+# A walk settles all unknown rows once it has resolved one by one more than this share of the
+# nodes: resolving a row costs about what settling costs per node the first time for a queue (a
+# pass over every task of the cluster), so settling earlier would mostly compute rows for
+# nothing (a new queue's first reclaimer walks past every node the queues before it emptied).
+SETTLE_SHARE = 4
 
 
 class _Walk:
@@ -87,18 +92,26 @@ class ReclaimWalk:
             if got is not None:
                 yield i, got
             start = i + 1
-        # A long walk: the rows still unknown are settled at once (through the bound's cached
-        # sums, shared by the queue's task shapes), then the rest listed.
-        self._settle(entry, task, queue)
+        # A long walk (mostly through known nodes whose victims the plugins keep): the rest is
+        # listed at once and unknown rows resolved as they come, unless there are many; then
+        # all are settled through the bound's vector sums (shared by the queue's task shapes,
+        # where one by one each shape would compute every row again).
+        lazily, most = 0, len(ok) // SETTLE_SHARE
         for i in (np.flatnonzero(ok[start:]) + start).tolist():
-            yield i, self.reclaimees(i, queue)
+            if i in entry.unknown:
+                lazily += 1
+                if lazily > most:
+                    self._settle(entry, task, queue)
+            got = self._visit(entry, task, queue, i)
+            if got is not None:
+                yield i, got
 
     def _visit(self, entry: _Walk, task: TaskInfo, queue: str, i: int) -> list[TaskInfo] | None:
         """Node ``i``'s reclaimees, or None when it is not to be walked (resolving it if unknown)."""
-        reclaimees = self.reclaimees(i, queue)
         if i not in entry.unknown:
-            return reclaimees
+            return self.reclaimees(i, queue) if entry.ok[i] else None
         entry.unknown.discard(i)
+        reclaimees = self.reclaimees(i, queue)
         have = np.zeros(len(self.table.space))
         for t in reclaimees:  # the bound's row sum: node order, from zero
             have += t.res_vec
