@@ -21,10 +21,10 @@ from lahar_scheduler.actions.evictutil import (
     pending_tasks,
     preempt_nodes,
     shape_key,
-    victims_cover,
 )
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.actions.reclaim_walk import ReclaimWalk
+from lahar_scheduler.actions.scalar_fit import fits_with_each
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
@@ -153,7 +153,7 @@ class ReclaimAction(Action):
                 continue
             node = ssn.node_list[i]
             victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
-            if not victims_cover(task, node, victims):
+            if not fits_with_each(task, ssn.nodes.future[i], victims):  # victims_cover
                 continue
             if self._evict_until_fits(ssn, stmt, task, node, victims):
                 return True

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar_scheduler.framework.predicate import fits_vector
+from lahar_scheduler.actions.scalar_fit import fits_with_sum
 from lahar_scheduler.framework.types import TaskStatus
 
 if TYPE_CHECKING:
@@ -112,10 +112,8 @@ class ReclaimWalk:
             return self.reclaimees(i, queue) if entry.ok[i] else None
         entry.unknown.discard(i)
         reclaimees = self.reclaimees(i, queue)
-        have = np.zeros(len(self.table.space))
-        for t in reclaimees:  # the bound's row sum: node order, from zero
-            have += t.res_vec
-        holds = fits_vector(task, self.table.future[i] + have) and not self.verdicts.get(task)[i]
+        # The bound's row: its countable tasks summed in node order from zero.
+        holds = fits_with_sum(task, self.table.future[i], reclaimees) and not self.verdicts.get(task)[i]
         entry.ok[i] = holds
         return reclaimees if holds else None
 
