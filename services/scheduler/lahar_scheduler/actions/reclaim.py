@@ -49,6 +49,7 @@ class ReclaimAction(Action):
         self.walks = ReclaimWalk(ssn, self.bound, self.verdicts)
         # Per victim job, its tasks' sort key (None: no key; see _first_victim).
         self._task_keys: dict[str, Callable[[TaskInfo], Any] | None] = {}
+        self._key_values: dict[str, Any] = {}  # per task uid, its key (see _first_victim)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -120,13 +121,14 @@ class ReclaimAction(Action):
             if err is not None:
                 miss = f"task {task.name}: {err}"
                 continue
-            key = shape_key(task, "reclaim")
-            if key in failed:
+            # The key is built only when it is asked (mostly no task has failed): what it reads
+            # of the pod does not change in a session.
+            if failed and shape_key(task, "reclaim") in failed:
                 continue
             if self.reclaim_for_task(ssn, stmt, task, job):
                 failed.clear()
             else:
-                failed.add(key)
+                failed.add(shape_key(task, "reclaim"))
                 miss = (
                     f"task {task.name} (asks {task.resreq}): no node where Running pods of other reclaimable "
                     "queues above their deserved share make room"
@@ -217,7 +219,17 @@ class ReclaimAction(Action):
             key = self._task_keys[job] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
         if key is None or any(v.index is None for v in victims):
             return None
-        return max(victims, key=key)
+        # max(victims, key=key), each task's key computed once a session (a node's victims are
+        # offered again to each reclaimer that walks it; the key reads fields a session keeps).
+        values = self._key_values
+        best, most = None, None
+        for v in victims:
+            got = values.get(v.uid)
+            if got is None:
+                got = values[v.uid] = key(v)
+            if most is None or got > most:
+                best, most = v, got
+        return best
 
 
 def _note(ssn: Session, job: JobInfo, why: str) -> None:
