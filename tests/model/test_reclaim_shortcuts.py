@@ -93,7 +93,7 @@ def outcome(objs: list[Any]) -> tuple[Any, ...]:
     )
 
 
-def vector_cover(task: TaskInfo, base: FloatArray, victims: list[TaskInfo]) -> bool:
+def vector_cover(task: TaskInfo, base: FloatArray, victims: list[TaskInfo], _: Any) -> bool:
     """``victims_cover``'s numpy arithmetic, for the scalar twin reclaim uses."""
     have = base.copy()
     for v in victims:

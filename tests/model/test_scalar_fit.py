@@ -29,7 +29,7 @@ def cases(draw: st.DrawFn) -> tuple[Any, Any, list[Any]]:
     cols = sorted(draw(st.sets(st.integers(0, WIDTH - 1), max_size=WIDTH)))
     task = SimpleNamespace(init_vec=draw(rows), fit_cols=np.array(cols, dtype=np.intp))
     base = draw(rows) - draw(rows)  # future idle may be negative
-    tasks = [SimpleNamespace(res_vec=v) for v in draw(st.lists(rows, max_size=9))]
+    tasks = [SimpleNamespace(uid=f"t{i}", res_vec=v) for i, v in enumerate(draw(st.lists(rows, max_size=9)))]
     # Needs at the edge, where rounding decides: one ulp either side of a total plus epsilon,
     # the total summed in either order.
     if draw(st.booleans()) and tasks:
@@ -51,7 +51,7 @@ def test_the_bound_twin_sums_from_zero(case: tuple[Any, Any, list[Any]]) -> None
     total = np.zeros(WIDTH)
     for t in tasks:
         total += t.res_vec
-    assert fits_with_sum(task, base, tasks) == fits_vector(task, base + total)
+    assert fits_with_sum(task, base, tasks, {}) == fits_vector(task, base + total)
 
 
 @settings(max_examples=500, deadline=None, derandomize=True)
@@ -61,14 +61,14 @@ def test_the_cover_twin_adds_each_in_turn(case: tuple[Any, Any, list[Any]]) -> N
     have = base.copy()
     for t in tasks:
         have += t.res_vec
-    assert fits_with_each(task, base, tasks) == fits_vector(task, have)
+    assert fits_with_each(task, base, tasks, {}) == fits_vector(task, have)
 
 
 def test_the_two_orders_can_differ() -> None:
     """Why there are two twins: the bound's order and victims_cover's round differently."""
     task: Any = SimpleNamespace(init_vec=np.array([0.7]), fit_cols=np.array([0], dtype=np.intp))
     base = np.array([0.1])
-    tasks: list[Any] = [SimpleNamespace(res_vec=np.array([0.2])), SimpleNamespace(res_vec=np.array([0.3]))]
+    tasks: list[Any] = [SimpleNamespace(uid=u, res_vec=np.array([r])) for u, r in (("a", 0.2), ("b", 0.3))]
     assert (0.1 + (0.2 + 0.3)) != ((0.1 + 0.2) + 0.3)
     task.init_vec = np.array([(0.1 + (0.2 + 0.3)) + 0.1])  # fits only the larger of the two sums
-    assert fits_with_sum(task, base, tasks) != fits_with_each(task, base, tasks)
+    assert fits_with_sum(task, base, tasks, {}) != fits_with_each(task, base, tasks, {})

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lahar_scheduler.actions.scalar_fit import fits_with_sum
+from lahar_scheduler.actions.scalar_fit import Requests, fits_with_sum
 from lahar_scheduler.framework.types import TaskStatus
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ class ReclaimWalk:
         self.ssn, self.bound, self.verdicts = ssn, bound, verdicts
         self.table = ssn.nodes
         self._walks: OrderedDict[tuple[str, bytes], _Walk] = OrderedDict()
+        self.requests: Requests = {}
 
     @staticmethod
     def applies(ssn: Session, task: TaskInfo) -> bool:
@@ -113,7 +114,7 @@ class ReclaimWalk:
         entry.unknown.discard(i)
         reclaimees = self.reclaimees(i, queue)
         # The bound's row: its countable tasks summed in node order from zero.
-        holds = fits_with_sum(task, self.table.future[i], reclaimees) and not self.verdicts.get(task)[i]
+        holds = fits_with_sum(task, self.table.future[i], reclaimees, self.requests) and not self.verdicts.get(task)[i]
         entry.ok[i] = holds
         return reclaimees if holds else None
 
