@@ -180,15 +180,16 @@ class ReclaimAction(Action):
     ) -> bool:
         """Evict (checking before each) until the task fits future idle plus what was evicted;
         then pipeline it and keep this node's evictions, else undo them."""
-        have = ssn.nodes.future[node.index].copy()
-        if not fits_vector(task, have):
+        future = ssn.nodes.future[node.index]
+        if not fits_vector(task, future):
             first = self._first_victim(ssn, victims)
-            if first is not None and fits_vector(task, have + first.res_vec):
+            if first is not None and fits_with_each(task, future, [first], self.walks.requests):
                 # One eviction is enough: the walk below would pop this victim, evict it and
                 # stop, and its statement could not then fail, so it goes straight into stmt.
                 stmt.evict(first, "reclaim")
                 stmt.pipeline(task, node.name, True)
                 return True
+        have = future.copy()
         node_stmt = ssn.statement()
         order = victims_queue(ssn, victims, task)
         evicted = False

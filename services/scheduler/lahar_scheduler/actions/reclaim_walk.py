@@ -153,10 +153,10 @@ class ReclaimWalk:
             return entry
         self._walks.move_to_end(key)
         if entry.read < len(changes):
-            ok, unknown = entry.ok, entry.unknown
-            for i in changes[entry.read :]:  # mostly a row or two: no numpy call
+            ok, stale = entry.ok, set(changes[entry.read :])
+            entry.unknown |= stale
+            for i in stale:  # mostly one row (changed four times): no numpy call
                 ok[i] = True
-                unknown.add(i)
             entry.read = len(changes)
         return entry
 
