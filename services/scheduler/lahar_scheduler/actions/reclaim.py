@@ -155,7 +155,7 @@ class ReclaimAction(Action):
                 continue
             node = ssn.node_list[i]
             victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
-            if not fits_with_each(task, ssn.nodes.future[i], victims, self.walks.requests):  # victims_cover
+            if not fits_with_each(task, ssn.nodes.future[i], victims, self.walks.requests):  # ValidateVictims
                 continue
             if self._evict_until_fits(ssn, stmt, task, node, victims):
                 return True
