@@ -1,11 +1,10 @@
 """Reclaim's shortcuts (actions/reclaim.py, actions/reclaim_bound.py) decide exactly what the
 plain walk decides, on random clusters of several queues over and under their share: the
-first victim taken without the victim heap, the keyed job and task queues, the nodes to walk
-as one mask, and the bound's shared row sums."""
+first victim taken without the victim heap, the keyed job and task queues, the walk memo
+(actions/reclaim_walk.py), and the bound's shared row sums."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,12 +13,14 @@ from hypothesis import strategies as st
 from test_evict_caches import _fresh_reclaim_candidates
 
 from builders import make_conf, node, pod, podgroup, priority_class, queue, snapshot
-from lahar_scheduler.actions.evictutil import preempt_nodes
+from lahar_scheduler.actions import reclaim
 from lahar_scheduler.actions.reclaim import ReclaimAction
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
+from lahar_scheduler.actions.reclaim_walk import ReclaimWalk
 from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.jobs import TaskInfo
-from lahar_scheduler.framework.nodes import BoolArray
+from lahar_scheduler.framework.nodes import FloatArray
+from lahar_scheduler.framework.predicate import fits_vector
 from lahar_scheduler.framework.session import Session
 
 RECLAIM = make_conf(
@@ -92,16 +93,20 @@ def outcome(objs: list[Any]) -> tuple[Any, ...]:
     )
 
 
-def _plain_nodes(self: ReclaimAction, ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
-    nodes = preempt_nodes(ssn, task, self.verdicts)
-    yield from nodes[possible[nodes]].tolist()
+def vector_cover(task: TaskInfo, base: FloatArray, victims: list[TaskInfo], _: Any) -> bool:
+    """``victims_cover``'s numpy arithmetic, for the scalar twin reclaim uses."""
+    have = base.copy()
+    for v in victims:
+        have += v.res_vec
+    return fits_vector(task, have)
 
 
 def plain(objs: list[Any]) -> tuple[Any, ...]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ReclaimAction, "_first_victim", lambda self, ssn, victims: None)
         mp.setattr(ReclaimAction, "_job_key", lambda self, ssn, starving: None)
-        mp.setattr(ReclaimAction, "_nodes_to_walk", _plain_nodes)
+        mp.setattr(ReclaimWalk, "applies", staticmethod(lambda ssn, task: False))
+        mp.setattr(reclaim, "fits_with_each", vector_cover)
         mp.setattr(ReclaimBound, "candidates", _fresh_reclaim_candidates)
         mp.setattr(Session, "task_sort_key", lambda self, tasks: None)
         return outcome(objs)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lahar_scheduler.actions.base import Action
 from lahar_scheduler.actions.evictutil import (
     NEVER,
@@ -23,9 +21,10 @@ from lahar_scheduler.actions.evictutil import (
     pending_tasks,
     preempt_nodes,
     shape_key,
-    victims_cover,
 )
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
+from lahar_scheduler.actions.reclaim_walk import ReclaimWalk
+from lahar_scheduler.actions.scalar_fit import fits_with_each
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import TaskStatus
@@ -33,7 +32,7 @@ from lahar_scheduler.framework.victims import victims_queue
 
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
-    from lahar_scheduler.framework.nodes import BoolArray, NodeInfo
+    from lahar_scheduler.framework.nodes import NodeInfo
     from lahar_scheduler.framework.session import Session
     from lahar_scheduler.framework.statement import Statement
 
@@ -47,8 +46,10 @@ class ReclaimAction(Action):
     def execute(self, ssn: Session) -> None:
         self.bound = ReclaimBound(ssn)
         self.verdicts = UnresolvableCache(ssn)
+        self.walks = ReclaimWalk(ssn, self.bound, self.verdicts)
         # Per victim job, its tasks' sort key (None: no key; see _first_victim).
         self._task_keys: dict[str, Callable[[TaskInfo], Any] | None] = {}
+        self._key_values: dict[str, Any] = {}  # per task uid, its key (see _first_victim)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order)
         seen: set[str] = set()
         jobs: dict[str, PriorityQueue[JobInfo]] = {}
@@ -120,13 +121,14 @@ class ReclaimAction(Action):
             if err is not None:
                 miss = f"task {task.name}: {err}"
                 continue
-            key = shape_key(task, "reclaim")
-            if key in failed:
+            # The key is built only when it is asked (mostly no task has failed): what it reads
+            # of the pod does not change in a session.
+            if failed and shape_key(task, "reclaim") in failed:
                 continue
             if self.reclaim_for_task(ssn, stmt, task, job):
                 failed.clear()
             else:
-                failed.add(key)
+                failed.add(shape_key(task, "reclaim"))
                 miss = (
                     f"task {task.name} (asks {task.resreq}): no node where Running pods of other reclaimable "
                     "queues above their deserved share make room"
@@ -145,71 +147,49 @@ class ReclaimAction(Action):
         stmt.discard()
 
     def reclaim_for_task(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
-        possible = self.bound.candidates(task, job.queue)
-        if not possible.any():
-            return False
         # No victim ceiling here (framework/ceiling.py): reclaim's walk is cheap enough that
         # computing one cost more than it saved (6.1 s without, 8.5 s with, at 5,000 nodes).
         # Nodes that fail the bound fail ValidateVictims whatever the plugins offer: not walked.
-        # The walk usually ends on its first node or two, so nodes are taken one at a time.
-        for i in self._nodes_to_walk(ssn, task, possible):
-            node = ssn.node_list[i]
-            reclaimees = self._reclaimees(node, job.queue)
+        for i, reclaimees in self._nodes_to_walk(ssn, task, job.queue):
             if not reclaimees:
                 continue
+            node = ssn.node_list[i]
             victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
-            if not victims_cover(task, node, victims):
+            if not fits_with_each(task, ssn.nodes.future[i], victims, self.walks.requests):  # ValidateVictims
                 continue
             if self._evict_until_fits(ssn, stmt, task, node, victims):
                 return True
         return False
 
-    def _reclaimees(self, node: NodeInfo, queue: str) -> list[TaskInfo]:
-        """Strictly Running, preemptable, of a job in another queue that allows reclaiming."""
-        countable = self.bound.countable_queue
-        out = []
-        for t in node.tasks.values():
-            q = countable(t)
-            if q is not None and q != queue:
-                out.append(t)
-        return out
-
-    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, possible: BoolArray) -> Iterator[int]:
-        """``preempt_nodes`` within the bound, in node order.  With cached verdicts that is one
-        mask over all nodes (candidate nodes are every node, in index order) rather than a
-        chain of index arrays; the walk usually ends on its first node, so the first is found
-        alone (argmax) and the rest listed only if the walk goes on."""
-        if not ssn.predicates_local(task):
-            nodes = preempt_nodes(ssn, task, self.verdicts)
-            yield from nodes[possible[nodes]].tolist()
+    def _nodes_to_walk(self, ssn: Session, task: TaskInfo, queue: str) -> Iterator[tuple[int, list[TaskInfo]]]:
+        """``preempt_nodes`` within the bound, in node order, each with its reclaimees: Running,
+        preemptable tasks of jobs in other queues that allow reclaiming.  Mostly from the walk
+        memo (actions/reclaim_walk.py); the walk usually ends on its first node."""
+        if ReclaimWalk.applies(ssn, task):
+            yield from self.walks.nodes(task, queue)
             return
-        ok = possible & ~self.verdicts.get(task)
-        job = ssn.jobs.get(task.job)
-        err = job.fit_errors.get(task.uid) if job is not None else None
-        if err is not None and err.unresolvable:
-            # Nodes allocate found UnschedulableAndUnresolvable stay out, as in preempt_nodes.
-            by_name = ssn.nodes.by_name
-            ok[[by_name[n].index for n in err.unresolvable if n in by_name]] = False
-        first = int(ok.argmax())
-        if not ok[first]:
+        possible = self.bound.candidates(task, queue)
+        if not possible.any():
             return
-        yield first
-        yield from (np.flatnonzero(ok[first + 1 :]) + (first + 1)).tolist()
+        nodes = preempt_nodes(ssn, task, self.verdicts)
+        for i in nodes[possible[nodes]].tolist():
+            yield i, self.walks.reclaimees(i, queue)
 
     def _evict_until_fits(
         self, ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]
     ) -> bool:
         """Evict (checking before each) until the task fits future idle plus what was evicted;
         then pipeline it and keep this node's evictions, else undo them."""
-        have = ssn.nodes.future[node.index].copy()
-        if not fits_vector(task, have):
+        future = ssn.nodes.future[node.index]
+        if not fits_vector(task, future):
             first = self._first_victim(ssn, victims)
-            if first is not None and fits_vector(task, have + first.res_vec):
+            if first is not None and fits_with_each(task, future, [first], self.walks.requests):
                 # One eviction is enough: the walk below would pop this victim, evict it and
                 # stop, and its statement could not then fail, so it goes straight into stmt.
                 stmt.evict(first, "reclaim")
                 stmt.pipeline(task, node.name, True)
                 return True
+        have = future.copy()
         node_stmt = ssn.statement()
         order = victims_queue(ssn, victims, task)
         evicted = False
@@ -240,7 +220,17 @@ class ReclaimAction(Action):
             key = self._task_keys[job] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
         if key is None or any(v.index is None for v in victims):
             return None
-        return max(victims, key=key)
+        # max(victims, key=key), each task's key computed once a session (a node's victims are
+        # offered again to each reclaimer that walks it; the key reads fields a session keeps).
+        values = self._key_values
+        best, most = None, None
+        for v in victims:
+            got = values.get(v.uid)
+            if got is None:
+                got = values[v.uid] = key(v)
+            if most is None or got > most:
+                best, most = v, got
+        return best
 
 
 def _note(ssn: Session, job: JobInfo, why: str) -> None:

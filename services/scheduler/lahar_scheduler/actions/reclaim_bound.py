@@ -56,7 +56,7 @@ class ReclaimBound:
         self._rows: dict[int, tuple[int, FloatArray, set[str]]] = {}
         # Jobs of reclaimable queues, and their queue (both fixed for the session).
         queues = ssn.queues
-        self._job_queue = {
+        self.job_queue = {
             uid: job.queue for uid, job in ssn.jobs.items() if job.queue in queues and queues[job.queue].reclaimable
         }
         self._fits: dict[tuple[str, bytes], _Rows] = {}
@@ -69,7 +69,7 @@ class ReclaimBound:
         reclaimable queue (``reclaimable_elsewhere`` without the "other queue" test)."""
         if t.status != S.RUNNING or not t.preemptable:
             return None
-        return self._job_queue.get(t.job)
+        return self.job_queue.get(t.job)
 
     def _row_sum(self, i: int, key: str) -> FloatArray:
         """Σ the row's tasks countable for ``key``, added in node order from zero.  Rows are
@@ -81,7 +81,7 @@ class ReclaimBound:
         if got is None or got[0] != version:
             total = np.zeros(len(self.table.space))
             queues: set[str] = set()
-            job_queue = self._job_queue
+            job_queue = self.job_queue
             for t in self.table.infos[i].tasks.values():
                 if t.status == S.RUNNING and t.preemptable:
                     q = job_queue.get(t.job)
@@ -107,7 +107,7 @@ class ReclaimBound:
             rows: list[int] = []
             queues: list[str] = []
             vecs: list[FloatArray] = []
-            job_queue = self._job_queue
+            job_queue = self.job_queue
             for i, info in enumerate(self.table.infos):
                 for t in info.tasks.values():
                     # countable_queue, inlined: this visits every task on every node once.
