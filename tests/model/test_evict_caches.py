@@ -16,6 +16,7 @@ from lahar_scheduler.actions import evictutil
 from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound, reclaimable_elsewhere
 from lahar_scheduler.actions.preempt_walk import WalkMemo
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
+from lahar_scheduler.actions.reclaim_walk import ReclaimWalk
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import TaskInfo
 from lahar_scheduler.framework.nodes import BoolArray
@@ -64,7 +65,8 @@ def uncached(objs: list[Any], conf: Any) -> tuple[Any, ...]:
         mp.setattr(ReclaimBound, "candidates", _fresh_reclaim_candidates)
         mp.setattr(UnresolvableCache, "get", _fresh_unresolvable)
         mp.setattr(evictutil.NodePasses, "__call__", _fresh_passes)
-        mp.setattr(WalkMemo, "applies", staticmethod(lambda ssn, task: False))  # the walk memo is a cache too
+        mp.setattr(WalkMemo, "applies", staticmethod(lambda ssn, task: False))  # the walk memos are caches too
+        mp.setattr(ReclaimWalk, "applies", staticmethod(lambda ssn, task: False))
         # The ceiling is checked on its own (test_preempt_ceiling); here it is left out of both.
         no_ceiling(mp)
         return outcome(objs, conf)

@@ -114,7 +114,7 @@ class ReclaimWalk:
         entry.unknown.discard(i)
         reclaimees = self.reclaimees(i, queue)
         # The bound's row: its countable tasks summed in node order from zero.
-        holds = fits_with_sum(task, self.table.future[i], reclaimees, self.requests) and not self.verdicts.get(task)[i]
+        holds = fits_with_sum(task, self.table.future[i], reclaimees, self.requests) and not self.verdicts.row(task, i)
         entry.ok[i] = holds
         return reclaimees if holds else None
 
