@@ -347,7 +347,7 @@ class NodeTable:
         if not back:
             return
         if any(len(t.init_vec) != width for _, t in back):
-            for node, task in back:
+            for _, task in back:
                 task.unscored = True
                 self.set_scored(task, True)
             return

@@ -578,7 +578,10 @@ class Session:
             for t in pipelined.values():
                 key, node = t.key, t.node_name
                 waiting[key] = node
-                msg = f"Pod {key} can possibly be assigned to {node}, once resource is released and minAvailable is satisfied"
+                msg = (
+                    f"Pod {key} can possibly be assigned to {node}, "
+                    "once resource is released and minAvailable is satisfied"
+                )
                 reasons[key] = TaskReason("Unschedulable", msg, node if t.eviction_occurred else "")
 
     def _update_queue_status(self) -> None:
