@@ -8,6 +8,7 @@ as the cluster will look once the committed binds and evictions land.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -174,15 +175,18 @@ class Session:
         for job in self.jobs.values():
             job.priority = snapshot.job_priority(job)
             job.reset_fit_errors()
-            conds = [
-                Condition(c.type, c.status, c.reason, c.message, c.transition_id)
-                for c in (job.podgroup.status.conditions if job.podgroup is not None else [])
-            ]
+            pg = job.podgroup
+            shown_conds = pg.status.conditions if pg is not None else None
+            conds = (
+                [Condition(c.type, c.status, c.reason, c.message, c.transition_id) for c in shown_conds]
+                if shown_conds
+                else []
+            )
             # A status is due when it differs from what the cluster shows, not from ``job.phase``:
             # sessions set that to their own verdict before the write is echoed (the next session
             # schedules by it), so a write that was lost would otherwise never be seen as missing.
-            shown = job.podgroup.status.phase if job.podgroup is not None else job.phase
-            self._old_status[uid_of(job)] = (shown, [Condition(**vars(c)) for c in conds])
+            shown = pg.status.phase if pg is not None else job.phase
+            self._old_status[job.uid] = (shown, [Condition(**vars(c)) for c in conds] if conds else [])
             self.conditions[job.uid] = conds
         self.plugins: list[Plugin] = []
         self._plugin_types = plugin_types
@@ -586,19 +590,24 @@ class Session:
 
     def _update_queue_status(self) -> None:
         allocated = {name: Resource() for name in self.queues}
-        hierarchy = "root" in self.queues
+        if "root" not in self.queues:
+            # Each queue's held tasks in the order the per-task adds took them, summed as one
+            # sequence: add_runs is an add per task, so runs may span jobs (one pod shape).
+            held: dict[str, list[Iterable[TaskInfo]]] = {}
+            for job in self.jobs.values():
+                idx = job.status_index
+                for status in _HELD:
+                    tasks = idx.get(status)
+                    if tasks:
+                        held.setdefault(job.queue, []).append(tasks.values())
+            for name, parts in held.items():
+                add_runs(allocated[name], itertools.chain.from_iterable(parts))
+            self.result.queues = allocated
+            return
         for job in self.jobs.values():
-            held = allocated[job.queue]
-            idx = job.status_index
             for status in _HELD:
-                tasks = idx.get(status)
-                if not tasks:
-                    continue  # adds nothing
-                if not hierarchy:
-                    add_runs(held, tasks.values())  # the same floats as an add per task
-                    continue
-                for t in tasks.values():
-                    held.add(t.resreq)
+                for t in job.tasks_in(status):
+                    allocated[job.queue].add(t.resreq)
                     self._add_to_ancestors(allocated, job.queue, t.resreq)
         self.result.queues = allocated
 
@@ -623,7 +632,7 @@ class Session:
         off every node (back to Pending) go to the snapshot as one batch (``Snapshot.move_off``)."""
         committed = self._committed
         off: list[tuple[TaskInfo, TaskStatus]] = []
-        for key, (task, status, node) in reversed(list(self._touched.items())):
+        for key, (task, status, node) in reversed(self._touched.items()):
             if key in committed or (task.status == status and task.node_name == node):
                 continue
             if not node:
@@ -640,10 +649,6 @@ class Session:
 
 # Summed in the frozenset's own order, as the per-status loop always summed them.
 _HELD = tuple(ALLOCATED_STATUSES)
-
-
-def uid_of(job: JobInfo) -> str:
-    return job.uid
 
 
 def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:

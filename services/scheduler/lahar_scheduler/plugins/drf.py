@@ -213,7 +213,10 @@ class DrfPlugin(Plugin):
         for uid, attr in self.attrs.items():
             job = ssn.jobs[uid]
             stats.job(uid, job.name, job.namespace, job.queue).share = attr.share
-            by_namespace.setdefault(job.namespace, Resource()).add(attr.allocated)
+            held = by_namespace.get(job.namespace)
+            if held is None:
+                held = by_namespace[job.namespace] = Resource()
+            held.add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
 
