@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
 
 FloatArray = npt.NDArray[np.float64]
+# Read per task placed or taken off: module names, not attributes of the TaskStatus class (on
+# Python 3.11 those take the enum's slow lookup hook).
+_PIPELINED = TaskStatus.PIPELINED
+_RELEASING = TaskStatus.RELEASING
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.intp]
 
@@ -170,13 +174,13 @@ class NodeTable:
         i = node.index
         vec = task.res_vec
         # In place on row views: ``a[i] += v`` would also write the row back (__setitem__).
-        if task.status == TaskStatus.PIPELINED:
+        if task.status == _PIPELINED:
             row = self.pipelined[i]
             row += vec
             row = self.future[i]
             row -= vec
         else:
-            if task.status == TaskStatus.RELEASING:
+            if task.status == _RELEASING:
                 row = self.releasing[i]
                 row += vec
             else:
@@ -211,9 +215,9 @@ class NodeTable:
         idx = np.fromiter((node.index for node, _ in placed), dtype=np.intp, count=len(placed))
         rows, vectors = _shared_rows([t for _, t in placed])
         res = vectors[0][rows]
-        piped = np.fromiter((t.status == TaskStatus.PIPELINED for _, t in placed), dtype=bool, count=len(placed))
+        piped = np.fromiter((t.status == _PIPELINED for _, t in placed), dtype=bool, count=len(placed))
         held = ~piped
-        releasing = np.fromiter((t.status == TaskStatus.RELEASING for _, t in placed), dtype=bool, count=len(placed))
+        releasing = np.fromiter((t.status == _RELEASING for _, t in placed), dtype=bool, count=len(placed))
         np.add.at(self.pipelined, idx[piped], res[piped])
         np.subtract.at(self.future, idx[piped], res[piped])
         np.add.at(self.releasing, idx[releasing], res[releasing])
@@ -238,13 +242,13 @@ class NodeTable:
         """NodeInfo.RemoveTask: undo ``add_task`` for the task's current status."""
         i = node.index
         vec = task.res_vec
-        if task.status == TaskStatus.PIPELINED:
+        if task.status == _PIPELINED:
             row = self.pipelined[i]
             row -= vec
             row = self.future[i]
             row += vec
         else:
-            if task.status == TaskStatus.RELEASING:
+            if task.status == _RELEASING:
                 row = self.releasing[i]
                 row -= vec
             else:
@@ -281,8 +285,8 @@ class NodeTable:
         rows, vectors = _shared_rows([t for _, t in placed])
         res = vectors[0][rows]
         status = np.fromiter((t.status for _, t in placed), dtype=np.int64, count=len(placed))
-        piped = status == TaskStatus.PIPELINED
-        releasing = status == TaskStatus.RELEASING
+        piped = status == _PIPELINED
+        releasing = status == _RELEASING
         held = ~piped
         # Pipelined and plain held tasks both give their request back to future idle.
         freed = ~releasing
@@ -324,9 +328,16 @@ class NodeTable:
         task.unscored = not scored
         if node is None or not on_node:
             return
-        i, sign = node.index, (1.0 if scored else -1.0)
-        self.requested[i] += sign * task.init_vec
-        self.nonzero[i] += sign * _nonzero(task)
+        i = node.index
+        # In place on row views, as add_task: adding or subtracting the vector is exactly
+        # adding it times ±1.0 (a sign flip is exact; x − v is x + (−v) by definition).
+        requested, nonzero = self.requested[i], self.nonzero[i]
+        if scored:
+            requested += task.init_vec
+            nonzero += _nonzero(task)
+        else:
+            requested -= task.init_vec
+            nonzero -= _nonzero(task)
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)
@@ -377,7 +388,7 @@ class NodeTable:
 
 
 # Volcano's NodeInfo.AddTask adds a pod's devices except while it is pipelined or releasing.
-_NO_CARDS = frozenset({TaskStatus.PIPELINED, TaskStatus.RELEASING})
+_NO_CARDS = frozenset({_PIPELINED, _RELEASING})
 
 DEFAULT_MILLI_CPU_REQUEST = 100.0
 DEFAULT_MEMORY_REQUEST = 200.0 * 1024 * 1024
