@@ -406,7 +406,11 @@ class JobInfo:
         self.sub_jobs = build_sub_jobs(self.uid, list(policies), self.network_topology, self.tasks.values())
 
     def _index(self, task: TaskInfo) -> None:
-        self.status_index.setdefault(task.status, {})[task.uid] = task
+        idx = self.status_index
+        bucket = idx.get(task.status)
+        if bucket is None:
+            bucket = idx[task.status] = {}  # setdefault would make a dict per call
+        bucket[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated.add(task.resreq)
         if task.status == _PENDING and task.best_effort:
@@ -422,9 +426,25 @@ class JobInfo:
             self.pending_best_effort -= 1
 
     def update_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        self._unindex(task)
+        """``_unindex``, the new status, ``_index``: inline, as every task move comes here."""
+        idx = self.status_index
+        old = task.status
+        bucket = idx.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        if old in ALLOCATED_STATUSES:
+            self.allocated.sub(task.resreq)
+        if old == _PENDING and task.best_effort:
+            self.pending_best_effort -= 1
         task.status = status
-        self._index(task)
+        bucket = idx.get(status)
+        if bucket is None:
+            bucket = idx[status] = {}
+        bucket[task.uid] = task
+        if status in ALLOCATED_STATUSES:
+            self.allocated.add(task.resreq)
+        if status == _PENDING and task.best_effort:
+            self.pending_best_effort += 1
 
     # -- counters -----------------------------------------------------------------------
     def count(self, *statuses: TaskStatus) -> int:

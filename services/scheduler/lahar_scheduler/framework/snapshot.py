@@ -573,9 +573,9 @@ class Snapshot:
     def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
         """Change a task's status and node, keeping job and node accounting consistent."""
         job = self.jobs.get(task.job)
-        if node_name == task.node_name and _same_accounting(task.status, status):
+        if node_name == task.node_name and task.status in _PLAIN and status in _PLAIN:
             # e.g. Allocated → Binding: the node's sums do not change, so leave the node alone
-            # (and its cached per-node results valid).
+            # (and its cached per-node results valid).  _same_accounting, inline: asked per move.
             if job is not None:
                 job.update_status(task, status)
             else:
