@@ -328,16 +328,9 @@ class NodeTable:
         task.unscored = not scored
         if node is None or not on_node:
             return
-        i = node.index
-        # In place on row views, as add_task: adding or subtracting the vector is exactly
-        # adding it times ±1.0 (a sign flip is exact; x − v is x + (−v) by definition).
-        requested, nonzero = self.requested[i], self.nonzero[i]
-        if scored:
-            requested += task.init_vec
-            nonzero += _nonzero(task)
-        else:
-            requested -= task.init_vec
-            nonzero -= _nonzero(task)
+        i, sign = node.index, (1.0 if scored else -1.0)
+        self.requested[i] += sign * task.init_vec
+        self.nonzero[i] += sign * _nonzero(task)
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)
