@@ -291,12 +291,13 @@ class AllocateAction(Action):
         # Precomputed order keys (framework/pq.py): allocate moves only the tasks of the job it
         # has popped, so the keys of the jobs waiting in a queue hold until they are popped.
         job_key = ssn.job_sort_key()
+        job_valid = ssn.caller(P.JOB_VALID)  # asked of every job
         for job in ssn.jobs.values():
             if job.is_pending():
                 if "enqueue" in ssn.enabled_actions:
                     continue
                 job.phase = PodGroupPhase.INQUEUE
-            invalid = ssn.call(P.JOB_VALID, job)
+            invalid = job_valid(job)
             if invalid is not None:
                 d = ssn.decision(job)
                 d.outcome, d.reason = "invalid", invalid[1]
@@ -362,7 +363,8 @@ class AllocateAction(Action):
             task = tasks.pop()
             if not calls.allocatable(queue, task):
                 decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
-                ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
+                if decision.why is None:  # explain keeps the first reason: skip making the others
+                    ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
             if task.sch_gated:
                 continue

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 S = TaskStatus
 # Statuses ready_num counts (Volcano's ReadyTaskNum).
 _READY = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED)
+# Statuses valid_num and allocated_num count, in the order they always counted them.
+_VALID = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED, S.PIPELINED, S.PENDING)
+_ALLOCATED = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED)
+_PIPELINED = S.PIPELINED
+_PENDING = S.PENDING
+_PENDING_PHASES = ("", PodGroupPhase.PENDING)
 # The PodGroup annotation Volcano records a job's allocated HyperNode in.
 JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
 
@@ -400,10 +406,14 @@ class JobInfo:
         self.sub_jobs = build_sub_jobs(self.uid, list(policies), self.network_topology, self.tasks.values())
 
     def _index(self, task: TaskInfo) -> None:
-        self.status_index.setdefault(task.status, {})[task.uid] = task
+        idx = self.status_index
+        bucket = idx.get(task.status)
+        if bucket is None:
+            bucket = idx[task.status] = {}  # setdefault would make a dict per call
+        bucket[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated.add(task.resreq)
-        if task.status == S.PENDING and task.best_effort:
+        if task.status == _PENDING and task.best_effort:
             self.pending_best_effort += 1
 
     def _unindex(self, task: TaskInfo) -> None:
@@ -412,13 +422,29 @@ class JobInfo:
             bucket.pop(task.uid, None)
         if task.status in ALLOCATED_STATUSES:
             self.allocated.sub(task.resreq)
-        if task.status == S.PENDING and task.best_effort:
+        if task.status == _PENDING and task.best_effort:
             self.pending_best_effort -= 1
 
     def update_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        self._unindex(task)
+        """``_unindex``, the new status, ``_index``: inline, as every task move comes here."""
+        idx = self.status_index
+        old = task.status
+        bucket = idx.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        if old in ALLOCATED_STATUSES:
+            self.allocated.sub(task.resreq)
+        if old == _PENDING and task.best_effort:
+            self.pending_best_effort -= 1
         task.status = status
-        self._index(task)
+        bucket = idx.get(status)
+        if bucket is None:
+            bucket = idx[status] = {}
+        bucket[task.uid] = task
+        if status in ALLOCATED_STATUSES:
+            self.allocated.add(task.resreq)
+        if status == _PENDING and task.best_effort:
+            self.pending_best_effort += 1
 
     # -- counters -----------------------------------------------------------------------
     def count(self, *statuses: TaskStatus) -> int:
@@ -434,17 +460,39 @@ class JobInfo:
     def tasks_in(self, status: TaskStatus) -> Iterable[TaskInfo]:
         return self.status_index.get(status, {}).values()
 
+    # The counters below are asked per task placed and per victim weighed: each loops over its
+    # statuses itself (no ``count(*statuses)`` call), and the statuses are module tuples (on
+    # Python 3.11 reading a member off the TaskStatus class takes the enum's slow lookup hook).
     def ready_num(self) -> int:
-        return self.count(*_READY)
+        idx = self.status_index
+        n = 0
+        for s in _READY:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n
 
     def waiting_num(self) -> int:
-        return self.count(S.PIPELINED)
+        bucket = self.status_index.get(_PIPELINED)
+        return len(bucket) if bucket else 0
 
     def valid_num(self) -> int:
-        return self.count(S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED, S.PIPELINED, S.PENDING)
+        idx = self.status_index
+        n = 0
+        for s in _VALID:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n
 
     def allocated_num(self) -> int:
-        return self.count(S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED)
+        idx = self.status_index
+        n = 0
+        for s in _ALLOCATED:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n
 
     def scheduled_num(self) -> int:
         return sum(len(v) for k, v in self.status_index.items() if k in SCHEDULED_STATUSES)
@@ -462,7 +510,7 @@ class JobInfo:
         return self.waiting_num() + self.ready_num() < self.min_available
 
     def is_pending(self) -> bool:
-        return self.podgroup is None or self.phase in ("", PodGroupPhase.PENDING)
+        return self.podgroup is None or self.phase in _PENDING_PHASES
 
     # -- per-role (task-spec) checks; all skipped when minMember < Σ minTaskMember -------
     def _roles(self, statuses: frozenset[TaskStatus], empty_pending: bool) -> dict[str, int]:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import TaskInfo
 
 FloatArray = npt.NDArray[np.float64]
+# Read per task placed or taken off: module names, not attributes of the TaskStatus class (on
+# Python 3.11 those take the enum's slow lookup hook).
+_PIPELINED = TaskStatus.PIPELINED
+_RELEASING = TaskStatus.RELEASING
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.intp]
 
@@ -170,13 +174,13 @@ class NodeTable:
         i = node.index
         vec = task.res_vec
         # In place on row views: ``a[i] += v`` would also write the row back (__setitem__).
-        if task.status == TaskStatus.PIPELINED:
+        if task.status == _PIPELINED:
             row = self.pipelined[i]
             row += vec
             row = self.future[i]
             row -= vec
         else:
-            if task.status == TaskStatus.RELEASING:
+            if task.status == _RELEASING:
                 row = self.releasing[i]
                 row += vec
             else:
@@ -211,9 +215,9 @@ class NodeTable:
         idx = np.fromiter((node.index for node, _ in placed), dtype=np.intp, count=len(placed))
         rows, vectors = _shared_rows([t for _, t in placed])
         res = vectors[0][rows]
-        piped = np.fromiter((t.status == TaskStatus.PIPELINED for _, t in placed), dtype=bool, count=len(placed))
+        piped = np.fromiter((t.status == _PIPELINED for _, t in placed), dtype=bool, count=len(placed))
         held = ~piped
-        releasing = np.fromiter((t.status == TaskStatus.RELEASING for _, t in placed), dtype=bool, count=len(placed))
+        releasing = np.fromiter((t.status == _RELEASING for _, t in placed), dtype=bool, count=len(placed))
         np.add.at(self.pipelined, idx[piped], res[piped])
         np.subtract.at(self.future, idx[piped], res[piped])
         np.add.at(self.releasing, idx[releasing], res[releasing])
@@ -238,13 +242,13 @@ class NodeTable:
         """NodeInfo.RemoveTask: undo ``add_task`` for the task's current status."""
         i = node.index
         vec = task.res_vec
-        if task.status == TaskStatus.PIPELINED:
+        if task.status == _PIPELINED:
             row = self.pipelined[i]
             row -= vec
             row = self.future[i]
             row += vec
         else:
-            if task.status == TaskStatus.RELEASING:
+            if task.status == _RELEASING:
                 row = self.releasing[i]
                 row -= vec
             else:
@@ -266,6 +270,42 @@ class NodeTable:
         self.generation += 1
         self.row_version[i] += 1
         self.changes.append(i)
+
+    def remove_tasks(self, placed: list[tuple[NodeInfo, TaskInfo]]) -> None:
+        """``remove_task`` for many tasks at once (a session's close undoing its placements): the
+        same rows changed by the same amounts in the same order.  Each array takes one
+        ``ufunc.at`` over the tasks that change it, in the loop's order (``at`` is unbuffered:
+        row by row as the loop), so every row's float sequence is the loop's bit for bit."""
+        width = self.alloc.shape[1]
+        if len(placed) < 2 or any(len(t.res_vec) != width or len(t.init_vec) != width for _, t in placed):
+            for node, task in placed:
+                self.remove_task(node, task)
+            return
+        idx = np.fromiter((node.index for node, _ in placed), dtype=np.intp, count=len(placed))
+        rows, vectors = _shared_rows([t for _, t in placed])
+        res = vectors[0][rows]
+        status = np.fromiter((t.status for _, t in placed), dtype=np.int64, count=len(placed))
+        piped = status == _PIPELINED
+        releasing = status == _RELEASING
+        held = ~piped
+        # Pipelined and plain held tasks both give their request back to future idle.
+        freed = ~releasing
+        np.subtract.at(self.pipelined, idx[piped], res[piped])
+        np.add.at(self.future, idx[freed], res[freed])
+        np.subtract.at(self.releasing, idx[releasing], res[releasing])
+        np.subtract.at(self.used, idx[held], res[held])
+        np.add.at(self.idle, idx[held], res[held])
+        scored = np.fromiter((not t.unscored for _, t in placed), dtype=bool, count=len(placed))
+        np.subtract.at(self.requested, idx[scored], vectors[1][rows[scored]])
+        np.subtract.at(self.nonzero, idx[scored], vectors[2][rows[scored]])
+        np.subtract.at(self.pod_count, idx, 1)
+        np.add.at(self.row_version, idx, 1)
+        for node, task in placed:
+            if task.cards is not None and task.status not in _NO_CARDS:
+                self.devices.sub(node.index, task.uid, task.cards)
+            node.tasks.pop(task.uid, None)
+        self.generation += len(placed)
+        self.changes.extend(idx.tolist())
 
     def hold_cards(self, node: NodeInfo, task: TaskInfo) -> None:
         """Account cards chosen for a task already on ``node`` (deviceshare's allocate)."""
@@ -301,6 +341,35 @@ class NodeTable:
         self.row_version[i] += 1
         self.changes.append(i)
 
+    def rescore(self, tasks: list[TaskInfo]) -> None:
+        """``set_scored(task, True)`` for each task in order (a session's close putting its
+        evicted victims back in the scorers' view): the same rows changed by the same amounts in
+        the same order, one ``ufunc.at`` per array (see ``remove_tasks``)."""
+        width = self.alloc.shape[1]
+        back: list[tuple[NodeInfo, TaskInfo]] = []
+        for task in tasks:
+            if not task.unscored:
+                continue
+            node = self.by_name.get(task.node_name) if task.node_name else None
+            task.unscored = False
+            if node is not None and task.uid in node.tasks:
+                back.append((node, task))
+        if not back:
+            return
+        if any(len(t.init_vec) != width for _, t in back):
+            for _, task in back:
+                task.unscored = True
+                self.set_scored(task, True)
+            return
+        idx = np.fromiter((node.index for node, _ in back), dtype=np.intp, count=len(back))
+        rows, vectors = _shared_rows([t for _, t in back])
+        # ``+= 1.0 * v`` in set_scored adds v itself: multiplying by one is exact.
+        np.add.at(self.requested, idx, vectors[1][rows])
+        np.add.at(self.nonzero, idx, vectors[2][rows])
+        np.add.at(self.row_version, idx, 1)
+        self.generation += len(back)
+        self.changes.extend(idx.tolist())
+
     def widen(self, width: int) -> None:
         """Add zero columns after a new resource dimension appeared."""
         extra = width - self.alloc.shape[1]
@@ -318,7 +387,7 @@ class NodeTable:
 
 
 # Volcano's NodeInfo.AddTask adds a pod's devices except while it is pipelined or releasing.
-_NO_CARDS = frozenset({TaskStatus.PIPELINED, TaskStatus.RELEASING})
+_NO_CARDS = frozenset({_PIPELINED, _RELEASING})
 
 DEFAULT_MILLI_CPU_REQUEST = 100.0
 DEFAULT_MEMORY_REQUEST = 200.0 * 1024 * 1024

@@ -8,6 +8,7 @@ as the cluster will look once the committed binds and evictions land.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -174,15 +175,18 @@ class Session:
         for job in self.jobs.values():
             job.priority = snapshot.job_priority(job)
             job.reset_fit_errors()
-            conds = [
-                Condition(c.type, c.status, c.reason, c.message, c.transition_id)
-                for c in (job.podgroup.status.conditions if job.podgroup is not None else [])
-            ]
+            pg = job.podgroup
+            shown_conds = pg.status.conditions if pg is not None else None
+            conds = (
+                [Condition(c.type, c.status, c.reason, c.message, c.transition_id) for c in shown_conds]
+                if shown_conds
+                else []
+            )
             # A status is due when it differs from what the cluster shows, not from ``job.phase``:
             # sessions set that to their own verdict before the write is echoed (the next session
             # schedules by it), so a write that was lost would otherwise never be seen as missing.
-            shown = job.podgroup.status.phase if job.podgroup is not None else job.phase
-            self._old_status[uid_of(job)] = (shown, [Condition(**vars(c)) for c in conds])
+            shown = pg.status.phase if pg is not None else job.phase
+            self._old_status[job.uid] = (shown, [Condition(**vars(c)) for c in conds] if conds else [])
             self.conditions[job.uid] = conds
         self.plugins: list[Plugin] = []
         self._plugin_types = plugin_types
@@ -249,12 +253,11 @@ class Session:
             started = self.stopwatch.now()
             plugin.on_session_close(self)
             self._timed(plugin.name, ON_SESSION_CLOSE, started)
-        self._collect_pipelined()
         self._update_job_status()
         self._update_queue_status()
         # The next session sees committed victims as the pods they still are until they go.
-        for task in list(self._unscored.values()):
-            self.set_scored(task, True)
+        self.nodes.rescore(list(self._unscored.values()))
+        self._unscored.clear()
         self._rollback_uncommitted()
         return self.result
 
@@ -541,59 +544,70 @@ class Session:
         return d
 
     # -- close ------------------------------------------------------------------------------
-    def _collect_pipelined(self) -> None:
-        for job in self.jobs.values():
-            for t in job.tasks_in(S.PIPELINED):
-                self.result.pipelined[t.key] = t.node_name
-
     def _update_job_status(self) -> None:
+        """Each job's PodGroup status, its tasks' reasons and where its pipelined tasks wait,
+        read from each job's status buckets once."""
+        podgroups = self.result.podgroups
         for job in self.jobs.values():
-            self._task_reasons(job)
+            idx = job.status_index
+            self._task_reasons(job, idx.get(S.PENDING), idx.get(S.PIPELINED))
             conds = self.conditions.get(job.uid, [])
-            unschedulable = any(
-                c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid for c in conds
-            )
-            phase = pod_group_phase(job, unschedulable)
+            unschedulable = False
+            for c in conds:
+                if c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid:
+                    unschedulable = True
+                    break
+            running, succeeded, failed = _size(idx, S.RUNNING), _size(idx, S.SUCCEEDED), _size(idx, S.FAILED)
+            phase = _phase(job, unschedulable, running, succeeded, failed)
             old_phase, old_conds = self._old_status[job.uid]
             changed = phase != old_phase or _conditions_changed(conds, old_conds)
-            self.result.podgroups[job.uid] = PodGroupUpdate(
-                phase,
-                conds,
-                len(list(job.tasks_in(S.RUNNING))),
-                len(list(job.tasks_in(S.SUCCEEDED))),
-                len(list(job.tasks_in(S.FAILED))),
-                changed,
-            )
+            podgroups[job.uid] = PodGroupUpdate(phase, conds, running, succeeded, failed, changed)
             job.phase = phase
 
-    def _task_reasons(self, job: JobInfo) -> None:
-        for t in job.tasks_in(S.PENDING):
-            err = job.fit_errors.get(t.uid)
-            if t.last_status == S.ALLOCATED:
-                msg = f"Pod {t.key} can possibly be assigned to {t.last_node}, once minAvailable is satisfied"
-                self.result.task_reasons[t.key] = TaskReason("Schedulable", msg)
-            elif err is not None:
-                self.result.task_reasons[t.key] = TaskReason("Unschedulable", err.error(len(self.node_list)))
-        for t in job.tasks_in(S.PIPELINED):
-            msg = (
-                f"Pod {t.key} can possibly be assigned to {t.node_name}, "
-                "once resource is released and minAvailable is satisfied"
-            )
-            nominated = t.node_name if t.eviction_occurred else ""
-            self.result.task_reasons[t.key] = TaskReason("Unschedulable", msg, nominated)
+    def _task_reasons(
+        self, job: JobInfo, pending: dict[str, TaskInfo] | None, pipelined: dict[str, TaskInfo] | None
+    ) -> None:
+        """Why each pending task waits; where each pipelined one waits (``result.pipelined``)."""
+        reasons = self.result.task_reasons
+        if pending:
+            for t in pending.values():
+                err = job.fit_errors.get(t.uid)
+                if t.last_status == S.ALLOCATED:
+                    msg = f"Pod {t.key} can possibly be assigned to {t.last_node}, once minAvailable is satisfied"
+                    reasons[t.key] = TaskReason("Schedulable", msg)
+                elif err is not None:
+                    reasons[t.key] = TaskReason("Unschedulable", err.error(len(self.node_list)))
+        if pipelined:
+            waiting = self.result.pipelined
+            for t in pipelined.values():
+                key, node = t.key, t.node_name
+                waiting[key] = node
+                msg = (
+                    f"Pod {key} can possibly be assigned to {node}, "
+                    "once resource is released and minAvailable is satisfied"
+                )
+                reasons[key] = TaskReason("Unschedulable", msg, node if t.eviction_occurred else "")
 
     def _update_queue_status(self) -> None:
         allocated = {name: Resource() for name in self.queues}
-        hierarchy = "root" in self.queues
+        if "root" not in self.queues:
+            # Each queue's held tasks in the order the per-task adds took them, summed as one
+            # sequence: add_runs is an add per task, so runs may span jobs (one pod shape).
+            held: dict[str, list[Iterable[TaskInfo]]] = {}
+            for job in self.jobs.values():
+                idx = job.status_index
+                for status in _HELD:
+                    tasks = idx.get(status)
+                    if tasks:
+                        held.setdefault(job.queue, []).append(tasks.values())
+            for name, parts in held.items():
+                add_runs(allocated[name], itertools.chain.from_iterable(parts))
+            self.result.queues = allocated
+            return
         for job in self.jobs.values():
-            held = allocated[job.queue]
-            for status in ALLOCATED_STATUSES:
-                tasks = job.tasks_in(status)
-                if not hierarchy:
-                    add_runs(held, tasks)  # the same floats as an add per task
-                    continue
-                for t in tasks:
-                    held.add(t.resreq)
+            for status in _HELD:
+                for t in job.tasks_in(status):
+                    allocated[job.queue].add(t.resreq)
                     self._add_to_ancestors(allocated, job.queue, t.resreq)
         self.result.queues = allocated
 
@@ -611,17 +625,30 @@ class Session:
             current = self.queues[parent]
 
     def _rollback_uncommitted(self) -> None:
-        """Undo what this session did but did not commit; committed binds stay assumed."""
-        for key, (task, status, node) in reversed(list(self._touched.items())):
-            if key in self._committed:
+        """Undo what this session did but did not commit; committed binds stay assumed.
+
+        The moves are the ones ``move`` would make, latest first.  A move moves only its own
+        task, so whether a task needs one does not depend on the moves before it; runs of moves
+        off every node (back to Pending) go to the snapshot as one batch (``Snapshot.move_off``)."""
+        committed = self._committed
+        off: list[tuple[TaskInfo, TaskStatus]] = []
+        for key, (task, status, node) in reversed(self._touched.items()):
+            if key in committed or (task.status == status and task.node_name == node):
                 continue
-            if task.status != status or task.node_name != node:
-                self.move(task, status, node)
+            if not node:
+                off.append((task, status))
+                continue
+            if off:
+                self.snapshot.move_off(off)
+                off = []
+            self.snapshot.move(task, status, node)
+        if off:
+            self.snapshot.move_off(off)
         self._touched.clear()
 
 
-def uid_of(job: JobInfo) -> str:
-    return job.uid
+# Summed in the frozenset's own order, as the per-status loop always summed them.
+_HELD = tuple(ALLOCATED_STATUSES)
 
 
 def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:
@@ -666,10 +693,25 @@ def compare_task(left: TaskInfo, right: TaskInfo) -> int:
 
 def pod_group_phase(job: JobInfo, unschedulable: bool) -> str:
     """The PodGroup phase at session close (Volcano's getPodGroupPhase)."""
-    if job.count(S.RUNNING) and unschedulable:
+    idx = job.status_index
+    return _phase(job, unschedulable, _size(idx, S.RUNNING), _size(idx, S.SUCCEEDED), _size(idx, S.FAILED))
+
+
+def _size(idx: dict[TaskStatus, dict[str, TaskInfo]], status: TaskStatus) -> int:
+    bucket = idx.get(status)
+    return len(bucket) if bucket else 0
+
+
+def _phase(job: JobInfo, unschedulable: bool, running: int, succeeded: int, failed: int) -> str:
+    """``pod_group_phase`` with the job's running, succeeded and failed counts already taken."""
+    if running and unschedulable:
         return PodGroupPhase.UNKNOWN
-    scheduled = job.scheduled_num() + job.releasing_scheduled_num()
-    completed = job.count(S.SUCCEEDED, S.FAILED)
+    # scheduled_num (running, bound, failed, succeeded) plus releasing_scheduled_num.
+    scheduled = running + _size(job.status_index, S.BOUND) + failed + succeeded
+    releasing = job.status_index.get(S.RELEASING)
+    if releasing:
+        scheduled += sum(1 for t in releasing.values() if t.node_name)
+    completed = succeeded + failed
     if scheduled >= job.min_available:
         return PodGroupPhase.COMPLETED if scheduled == completed else PodGroupPhase.RUNNING
     if job.phase != PodGroupPhase.INQUEUE:

@@ -573,9 +573,9 @@ class Snapshot:
     def move(self, task: TaskInfo, status: TaskStatus, node_name: str) -> None:
         """Change a task's status and node, keeping job and node accounting consistent."""
         job = self.jobs.get(task.job)
-        if node_name == task.node_name and _same_accounting(task.status, status):
+        if node_name == task.node_name and task.status in _PLAIN and status in _PLAIN:
             # e.g. Allocated → Binding: the node's sums do not change, so leave the node alone
-            # (and its cached per-node results valid).
+            # (and its cached per-node results valid).  _same_accounting, inline: asked per move.
             if job is not None:
                 job.update_status(task, status)
             else:
@@ -597,6 +597,35 @@ class Snapshot:
         new_node = self.nodes.by_name.get(node_name) if node_name else None
         if new_node is not None and status not in _OFF_NODE:
             self.nodes.add_task(new_node, task)
+
+    def move_off(self, moves: list[tuple[TaskInfo, TaskStatus]]) -> None:
+        """``move(task, status, "")`` for each in order (a session's close sending its
+        uncommitted placements back to Pending), with the node rows changed in one batch.
+
+        Taking a task off its node only subtracts from node rows and only reads the task's own
+        fields, and no task comes twice, so removing them all first and then updating the jobs
+        and tasks leaves what the loop leaves (``NodeTable.remove_tasks``: the same row sums)."""
+        table = self.nodes
+        by_name = table.by_name
+        leaving: list[tuple[NodeInfo, TaskInfo]] = []
+        # Per move, whether ``move`` takes its shortcut (no node then, and none after).
+        stays = [not task.node_name and _same_accounting(task.status, status) for task, status in moves]
+        for (task, _), stay in zip(moves, stays, strict=True):
+            old_node = by_name.get(task.node_name) if task.node_name and not stay else None
+            if old_node is not None and task.uid in old_node.tasks:
+                leaving.append((old_node, task))
+        table.remove_tasks(leaving)
+        jobs = self.jobs
+        for (task, status), stay in zip(moves, stays, strict=True):
+            job = jobs.get(task.job)
+            if job is not None:
+                job.update_status(task, status)
+            else:
+                task.status = status
+            if not stay and task.card_annotations is not None:
+                task.card_annotations = None
+                task.cards = card_use(task.pod.metadata.annotations, task.devreq)
+            task.node_name = ""
 
     def total_resource(self) -> Resource:
         """Σ node allocatable, with every resource any node offers."""

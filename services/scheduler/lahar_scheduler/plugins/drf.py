@@ -22,12 +22,15 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.simhooks import pair_local
+from lahar_scheduler.framework.sums import RunSums
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
 from lahar_scheduler.plugins.queueshare import request_runs
 
 SHARE_DELTA = 1e-6
+# What a job holds, summed status by status in the set's own order (as it always was).
+_HELD = tuple(ALLOCATED_STATUSES)
 
 
 class DrfArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -44,12 +47,22 @@ class DrfPlugin(Plugin):
         self.names = self.total.names()
         self.attrs: dict[str, Attr] = {}
         self._floors: dict[bytes, float] = {}  # per task shape, for preempt_ceiling
+        sums = RunSums()
+        shares: dict[int, float] = {}  # per shared sum (by id; sums keeps them alive)
+        attrs = self.attrs
         for job in ssn.jobs.values():
-            held = Resource()
-            for status in ALLOCATED_STATUSES:
-                for r, n in request_runs(job.tasks_in(status)):
-                    held.add_times(r, n)  # as an add per task
-            self.attrs[job.uid] = Attr(held, self.dominant(held))
+            one = sums.one_run(job.status_index, _HELD)
+            if one is None:
+                held = Resource()
+                for status in _HELD:
+                    for r, n in request_runs(job.tasks_in(status)):
+                        held.add_times(r, n)  # as an add per task
+                attrs[job.uid] = Attr(held, self.dominant(held))
+                continue
+            share = shares.get(id(one))
+            if share is None:
+                share = shares[id(one)] = self.dominant(one)
+            attrs[job.uid] = Attr(one.clone(), share)
         opt = ssn.conf.plugin(self.name)
         self.tree: Tree | None = None
         if opt is not None and opt.flags.get("enableHierarchy", False):
@@ -200,7 +213,10 @@ class DrfPlugin(Plugin):
         for uid, attr in self.attrs.items():
             job = ssn.jobs[uid]
             stats.job(uid, job.name, job.namespace, job.queue).share = attr.share
-            by_namespace.setdefault(job.namespace, Resource()).add(attr.allocated)
+            held = by_namespace.get(job.namespace)
+            if held is None:
+                held = by_namespace[job.namespace] = Resource()
+            held.add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
 

@@ -18,7 +18,8 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
-from lahar_scheduler.framework.types import Vote
+from lahar_scheduler.framework.sums import NOTHING, RunSums
+from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
@@ -30,6 +31,11 @@ from lahar_scheduler.plugins.queueshare import (
     job_usage,
     min_resources,
 )
+
+S = TaskStatus
+# job_usage's statuses: a job's held tasks (summed bucket by bucket), and its pending ones.
+_HELD = tuple(ALLOCATED_STATUSES)
+_PENDING = (S.PENDING,)
 
 
 class ProportionArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -98,6 +104,33 @@ def water_fill(attrs: dict[str, QueueAttr], total: Resource) -> None:
             break
 
 
+def _usage(sums: RunSums, job: JobInfo) -> tuple[Resource, Resource]:
+    """``job_usage(job)``, from ``sums`` when the job's held or pending tasks are one run of one
+    request (so the sums are one ``add_times`` each); the pair is then shared, to be read only."""
+    idx = job.status_index
+    held = sums.one_run(idx, _HELD)
+    if held is not None:
+        pending = idx.get(S.PENDING)
+        if not pending:
+            return held, held  # request = held + nothing pending: the same add_times
+        if held is NOTHING:
+            asked = sums.one_run(idx, _PENDING)
+            if asked is not None:
+                return NOTHING, asked
+    return job_usage(job)
+
+
+def _add_positive(total: Resource, r: Resource) -> None:
+    """``total.add(exceeded_part(r, Resource()))``: each amount of ``r`` above zero, every other
+    one as 0.0 (cpu and memory) or left out (scalars), as ``Resource.diff`` makes them."""
+    total.milli_cpu += r.milli_cpu if r.milli_cpu > 0.0 else 0.0
+    total.memory += r.memory if r.memory > 0.0 else 0.0
+    scalars = total.scalars
+    for name, held in r.scalars.items():
+        if held > 0.0:
+            scalars[name] = scalars.get(name, 0.0) + held
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
     Args = ProportionArgs
@@ -124,14 +157,18 @@ class ProportionPlugin(Plugin):
     def _queue_attrs(self, ssn: Session) -> dict[str, QueueAttr]:
         """Each queue with jobs: what it holds, asks and has admitted."""
         attrs: dict[str, QueueAttr] = {}
+        sums = RunSums()
         for job in ssn.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
                 attr = attrs[job.queue] = self._new_attr(ssn.queues[job.queue])
                 attr.pool = Pool("the cluster", self.total, self.total_guarantee)
-            allocated, request = job_usage(job)
+            allocated, request = _usage(sums, job)
             attr.allocated.add(allocated)
             attr.request.add(request)
+            if job.min_resources is None:
+                _add_positive(attr.elastic, job.allocated)  # elastic_resources without a minimum
+                continue  # job_inqueue is None without a minimum
             inqueue = job_inqueue(job)
             if inqueue is not None:
                 attr.inqueue.add(inqueue)
