@@ -141,6 +141,18 @@ class View:
         return res, queue_vec, prio, start
 
 
+class _Entry:
+    """One victim's part of a row, kept per task (a row is refilled as its node changes, but
+    most of its victims are the ones it held): what it was read from, and what was read."""
+
+    __slots__ = ("odd", "prio", "queue", "res", "resreq", "start", "task", "vec")
+
+    def __init__(self, t: TaskInfo, res: list[float], queue: list[float], prio: int, start: float, odd: bool) -> None:
+        # The pod (priority, start time) is the task's for its life; its vectors may be replaced.
+        self.task, self.vec, self.resreq = t, t.res_vec, t.resreq
+        self.res, self.queue, self.prio, self.start, self.odd = res, queue, prio, start, odd
+
+
 class VictimRows:
     """The session's views; one instance per session (``rows_for``)."""
 
@@ -150,6 +162,7 @@ class VictimRows:
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
         self._job_keys = _job_keys(ssn)
         self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
+        self._victims: dict[int, _Entry] = {}  # per id(task); the entry holds the task
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
@@ -160,12 +173,15 @@ class VictimRows:
         # Bound or Running), so the nodes of the job's other tasks (e.g. a gang's pipelined
         # ones) keep their rows.  A task's own move changes its nodes, which the node table
         # records; its node is marked besides, for a move the table does not record.
-        by_name, dirty = self.ssn.nodes.by_name, self._dirty
+        # Each node once: a job's tasks mostly share a few nodes.
+        by_name, names = self.ssn.nodes.by_name, set()
         for t in job.tasks.values():
             if t.node_name and (t.status in PREEMPTABLE_STATUSES or t is task):
-                node = by_name.get(t.node_name)
-                if node is not None:
-                    dirty.append(node.index)
+                names.add(t.node_name)
+        for name in names:
+            node = by_name.get(name)
+            if node is not None:
+                self._dirty.append(node.index)
 
     def view(self, tier: int, key: Hashable) -> View:
         """The view of ``tier`` for ``key``, rows of nodes that changed since its last use
@@ -177,12 +193,10 @@ class VictimRows:
             view = self._views[key] = View(tier, n, width, len(table.changes), len(self._dirty))
             return view
         changes, dirty = table.changes, self._dirty
-        if view.changes < len(changes):
-            _stale(view.valid, changes[view.changes :])
-            view.changes = len(changes)
-        if view.dirty < len(dirty):
-            _stale(view.valid, dirty[view.dirty :])
-            view.dirty = len(dirty)
+        if view.changes < len(changes) or view.dirty < len(dirty):
+            # One mark per node: a preemptor's moves record its node or two many times over.
+            _stale(view.valid, {*changes[view.changes :], *dirty[view.dirty :]})
+            view.changes, view.dirty = len(changes), len(dirty)
         return view
 
     def fill(self, view: View, rows: IntArray, preemptor: TaskInfo, keep: TaskFilter) -> None:
@@ -218,21 +232,32 @@ class VictimRows:
         if not ordered:
             return EMPTY_ROW
         given = {id(t) for t in cands}
-        now = self.ssn.now
         res: list[list[float]] = []
         queue: list[list[float]] = []
         prio: list[int] = []
         start: list[float] = []
+        memo = self._victims
         for t in ordered:
-            p = pod_priority(t)
-            if id(t) not in given or len(t.res_vec) != width or abs(p) >= PRIORITY_LIMIT:
+            if id(t) not in given:
                 return None
-            res.append(t.res_vec.tolist())
-            # As float64 arrays held them (the same doubles for any int a request may be).
-            queue.append([float(t.resreq.milli_cpu), float(t.resreq.memory)])
-            prio.append(p)
-            start.append(start_time(t, now))
+            got = memo.get(id(t))
+            # A task's entry stands while it holds the pod and vectors it was read from.
+            if got is None or got.task is not t or got.vec is not t.res_vec or got.resreq is not t.resreq:
+                got = memo[id(t)] = self._entry(t)
+            if got.odd or len(got.res) != width:
+                return None
+            res.append(got.res)
+            queue.append(got.queue)
+            prio.append(got.prio)
+            start.append(got.start)
         return Row(res, queue, prio, start)
+
+    def _entry(self, t: TaskInfo) -> _Entry:
+        p = pod_priority(t)
+        # Queue vectors as float64 arrays held them (the same doubles for any int a request may
+        # be).  Rows only read the lists: they are shared between a task's rows.
+        queue = [float(t.resreq.milli_cpu), float(t.resreq.memory)]
+        return _Entry(t, t.res_vec.tolist(), queue, p, start_time(t, self.ssn.now), abs(p) >= PRIORITY_LIMIT)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
         """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue
@@ -281,9 +306,9 @@ class VictimRows:
         return key
 
 
-def _stale(valid: BoolArray, rows: list[int]) -> None:
+def _stale(valid: BoolArray, rows: set[int]) -> None:
     if len(rows) > SCALAR_MARKS:
-        valid[rows] = False
+        valid[list(rows)] = False
         return
     for i in rows:
         valid[i] = False
