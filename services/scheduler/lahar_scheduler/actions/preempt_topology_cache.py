@@ -84,6 +84,7 @@ class View:
         "odd",
         "outcomes",
         "tier",
+        "usable",
         "valid",
         "victims",
         "width",
@@ -94,6 +95,7 @@ class View:
         self.changes, self.dirty = changes, dirty
         self.valid: BoolArray = np.zeros(nodes, dtype=bool)
         self.odd: BoolArray = np.zeros(nodes, dtype=bool)  # the exact path must run here
+        self.usable: BoolArray = np.zeros(nodes, dtype=bool)  # count > 0 and not odd: one test
         self.count: IntArray = np.zeros(nodes, dtype=np.intp)  # the tier's victims (0: next tier)
         self.victims: list[list[TaskInfo]] = [[] for _ in range(nodes)]
         self.data: list[Row] = [EMPTY_ROW] * nodes  # meaningful on rows that are not odd
@@ -141,18 +143,6 @@ class View:
         return res, queue_vec, prio, start
 
 
-class _Entry:
-    """One victim's part of a row, kept per task (a row is refilled as its node changes, but
-    most of its victims are the ones it held): what it was read from, and what was read."""
-
-    __slots__ = ("odd", "prio", "queue", "res", "resreq", "start", "task", "vec")
-
-    def __init__(self, t: TaskInfo, res: list[float], queue: list[float], prio: int, start: float, odd: bool) -> None:
-        # The pod (priority, start time) is the task's for its life; its vectors may be replaced.
-        self.task, self.vec, self.resreq = t, t.res_vec, t.resreq
-        self.res, self.queue, self.prio, self.start, self.odd = res, queue, prio, start, odd
-
-
 class VictimRows:
     """The session's views; one instance per session (``rows_for``)."""
 
@@ -162,7 +152,6 @@ class VictimRows:
         self._dirty: list[int] = []  # rows whose jobs changed, in order (views keep a read mark)
         self._job_keys = _job_keys(ssn)
         self._shared_task_key: Callable[[TaskInfo], tuple[Any, ...]] | None = None
-        self._victims: dict[int, _Entry] = {}  # per id(task); the entry holds the task
         ssn.add_event_handler(EventHandler(self._job_changed, self._job_changed))
 
     def _job_changed(self, task: TaskInfo) -> None:
@@ -222,6 +211,7 @@ class VictimRows:
             view.count[i] = m
             row = self._row(ordered, cands, view.width)
             view.odd[i] = row is None
+            view.usable[i] = m > 0 and row is not None
             if row is not None:
                 view.data[i] = row
                 view.deepen(m)
@@ -232,32 +222,26 @@ class VictimRows:
         if not ordered:
             return EMPTY_ROW
         given = {id(t) for t in cands}
+        now = self.ssn.now
         res: list[list[float]] = []
         queue: list[list[float]] = []
         prio: list[int] = []
         start: list[float] = []
-        memo = self._victims
         for t in ordered:
-            if id(t) not in given:
+            # pod_priority and start_time, inlined: this runs for every victim of every row.
+            pod, vec, req = t.pod, t.res_vec, t.resreq
+            p = pod.spec.priority
+            if p is None:
+                p = 0
+            if id(t) not in given or len(vec) != width or abs(p) >= PRIORITY_LIMIT:
                 return None
-            got = memo.get(id(t))
-            # A task's entry stands while it holds the pod and vectors it was read from.
-            if got is None or got.task is not t or got.vec is not t.res_vec or got.resreq is not t.resreq:
-                got = memo[id(t)] = self._entry(t)
-            if got.odd or len(got.res) != width:
-                return None
-            res.append(got.res)
-            queue.append(got.queue)
-            prio.append(got.prio)
-            start.append(got.start)
+            res.append(vec.tolist())
+            # As float64 arrays held them (the same doubles for any int a request may be).
+            queue.append([float(req.milli_cpu), float(req.memory)])
+            prio.append(p)
+            stamp = pod.status.start_time
+            start.append(parse_time(stamp) if stamp else now)
         return Row(res, queue, prio, start)
-
-    def _entry(self, t: TaskInfo) -> _Entry:
-        p = pod_priority(t)
-        # Queue vectors as float64 arrays held them (the same doubles for any int a request may
-        # be).  Rows only read the lists: they are shared between a task's rows.
-        queue = [float(t.resreq.milli_cpu), float(t.resreq.memory)]
-        return _Entry(t, t.res_vec.tolist(), queue, p, start_time(t, self.ssn.now), abs(p) >= PRIORITY_LIMIT)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
         """``in_victim_order``, by sort keys when the orders have them.  Victims of one queue
@@ -276,7 +260,10 @@ class VictimRows:
         ssn = self.ssn
         task_key = self._task_key(named)
         first = named[0].job
-        if all(t.job == first for t in named):
+        for t in named:
+            if t.job != first:
+                break
+        else:
             return _sort(named, task_key)  # one job: reverse task order alone
         by_job = self._job_keys
         if by_job is None:
@@ -296,8 +283,9 @@ class VictimRows:
         """``Session.task_sort_key`` for ``named``: the key it makes for one set of tasks orders
         any tasks with an index (a creation stamp it has not seen is parsed when met), so the
         first one made is kept."""
-        if any(t.index is None for t in named):
-            raise _Unkeyed
+        for t in named:
+            if t.index is None:
+                raise _Unkeyed
         key = self._shared_task_key
         if key is None:
             key = self._shared_task_key = self.ssn.task_sort_key(named)
