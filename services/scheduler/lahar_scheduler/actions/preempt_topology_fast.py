@@ -238,8 +238,7 @@ class Part:
         for positions, view, chosen in self.runs:
             k = int(np.searchsorted(positions, pos))
             if k < len(positions) and positions[k] == pos:
-                ordered = view.victims[int(self.nodes[pos])]
-                return [ordered[p] for p in np.flatnonzero(chosen[k])[::-1].tolist()]
+                return _chosen(view.victims[int(self.nodes[pos])], chosen[k])
         raise KeyError(pos)
 
 
@@ -346,7 +345,7 @@ def _quick(
     stale = chunk[out.at[chunk] != view.filled[chunk]]
     if len(stale):
         _dry_run_rows(ssn, plan.limits, view, out, stale)
-    hits = np.flatnonzero(out.cand[chunk])
+    hits = out.cand[chunk].nonzero()[0]  # flatnonzero's wrapper costs more than the search
     if len(hits) < wanted and not whole:
         return False, None
     hits = hits[:wanted]
@@ -362,8 +361,13 @@ def _quick(
         return True, None
     rows = chunk[hits]
     row = int(rows[_pick([c[rows] for c in out.criteria])])
-    ordered = view.victims[row]
-    return True, Best(row, [ordered[p] for p in np.flatnonzero(out.chosen[row])[::-1].tolist()])
+    return True, Best(row, _chosen(view.victims[row], out.chosen[row]))
+
+
+def _chosen(ordered: list[TaskInfo], mask: BoolArray) -> list[TaskInfo]:
+    """The victims ``mask`` marks in ``ordered``, most important (last) first."""
+    flags: list[bool] = mask.tolist()
+    return [ordered[p] for p in range(len(ordered) - 1, -1, -1) if flags[p]]
 
 
 def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
