@@ -1,6 +1,7 @@
 """The topology-aware preempt path's shortcuts against their plain forms: victim rows kept as
 Python lists against the victims they name, packed rows against the lists, stale marks one by
-one against an index array, and ``preempt_nodes`` without re-indexing against the indexing."""
+one against an index array, the chosen victims against their mask, and ``preempt_nodes``
+without re-indexing against the indexing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_preempt_topology_fast import BENCH_TIERS, NO_QUEUE, ONE_TIER, contended, topology_conf
 
-from lahar_scheduler.actions import ACTIONS, evictutil
+from lahar_scheduler.actions import ACTIONS, evictutil, preempt_topology_fast
 from lahar_scheduler.actions.preempt_topology_cache import Row, View, _stale, rows_for, start_time
 from lahar_scheduler.bench_preempt import TOPOLOGY_CONF, cluster
 from lahar_scheduler.core import load_conf
@@ -32,6 +33,9 @@ def _rows_match_their_victims(ssn: Session) -> int:
     number of rows checked."""
     checked = 0
     for view in rows_for(ssn)._views.values():
+        # The scan head's one test stands for the two it replaced, on every current row.
+        valid = view.valid
+        assert (view.usable[valid] == ((view.count > 0) & ~view.odd)[valid]).all()
         for i in np.flatnonzero(view.valid & ~view.odd).tolist():
             victims = view.victims[i]
             row = view.data[i]
@@ -95,7 +99,7 @@ def test_packed_rows_are_the_rows_padded_with_zeros(data: Any) -> None:
 @given(st.lists(st.integers(0, 19), max_size=30), st.lists(st.booleans(), min_size=20, max_size=20))
 def test_stale_marks_one_by_one_as_an_index_array(rows: list[int], valid: list[bool]) -> None:
     one_by_one = np.array(valid)
-    _stale(one_by_one, rows)
+    _stale(one_by_one, set(rows))
     together = np.array(valid)
     together[np.array(rows, dtype=np.intp)] = False
     assert one_by_one.tolist() == together.tolist()
@@ -153,3 +157,13 @@ def test_the_bound_sum_of_one_row_is_the_sum_of_the_rows(
         assert [one(task, i).tolist() for i in everything.tolist()] == fresh.tolist()
         assert bound._cache(q).get(b"bound", task).tolist() == fresh.tolist()
     ssn.close()
+
+
+@given(st.lists(st.booleans(), max_size=12), st.integers(0, 4))
+def test_chosen_victims_are_the_masked_ones_last_first(flags: list[bool], pad: int) -> None:
+    """The fast path's chosen victims: the mask's positions (padded past the row, as the
+    outcomes' masks are), most important (last) first."""
+    ordered: list[Any] = [object() for _ in flags]
+    mask = np.array(flags + [False] * pad, dtype=bool)
+    got = preempt_topology_fast._chosen(ordered, mask)
+    assert got == [ordered[p] for p in np.flatnonzero(mask)[::-1].tolist()]

@@ -84,6 +84,7 @@ class View:
         "odd",
         "outcomes",
         "tier",
+        "usable",
         "valid",
         "victims",
         "width",
@@ -94,6 +95,7 @@ class View:
         self.changes, self.dirty = changes, dirty
         self.valid: BoolArray = np.zeros(nodes, dtype=bool)
         self.odd: BoolArray = np.zeros(nodes, dtype=bool)  # the exact path must run here
+        self.usable: BoolArray = np.zeros(nodes, dtype=bool)  # count > 0 and not odd: one test
         self.count: IntArray = np.zeros(nodes, dtype=np.intp)  # the tier's victims (0: next tier)
         self.victims: list[list[TaskInfo]] = [[] for _ in range(nodes)]
         self.data: list[Row] = [EMPTY_ROW] * nodes  # meaningful on rows that are not odd
@@ -160,12 +162,15 @@ class VictimRows:
         # Bound or Running), so the nodes of the job's other tasks (e.g. a gang's pipelined
         # ones) keep their rows.  A task's own move changes its nodes, which the node table
         # records; its node is marked besides, for a move the table does not record.
-        by_name, dirty = self.ssn.nodes.by_name, self._dirty
+        # Each node once: a job's tasks mostly share a few nodes.
+        by_name, names = self.ssn.nodes.by_name, set()
         for t in job.tasks.values():
             if t.node_name and (t.status in PREEMPTABLE_STATUSES or t is task):
-                node = by_name.get(t.node_name)
-                if node is not None:
-                    dirty.append(node.index)
+                names.add(t.node_name)
+        for name in names:
+            node = by_name.get(name)
+            if node is not None:
+                self._dirty.append(node.index)
 
     def view(self, tier: int, key: Hashable) -> View:
         """The view of ``tier`` for ``key``, rows of nodes that changed since its last use
@@ -177,12 +182,10 @@ class VictimRows:
             view = self._views[key] = View(tier, n, width, len(table.changes), len(self._dirty))
             return view
         changes, dirty = table.changes, self._dirty
-        if view.changes < len(changes):
-            _stale(view.valid, changes[view.changes :])
-            view.changes = len(changes)
-        if view.dirty < len(dirty):
-            _stale(view.valid, dirty[view.dirty :])
-            view.dirty = len(dirty)
+        if view.changes < len(changes) or view.dirty < len(dirty):
+            # One mark per node: a preemptor's moves record its node or two many times over.
+            _stale(view.valid, {*changes[view.changes :], *dirty[view.dirty :]})
+            view.changes, view.dirty = len(changes), len(dirty)
         return view
 
     def fill(self, view: View, rows: IntArray, preemptor: TaskInfo, keep: TaskFilter) -> None:
@@ -208,6 +211,7 @@ class VictimRows:
             view.count[i] = m
             row = self._row(ordered, cands, view.width)
             view.odd[i] = row is None
+            view.usable[i] = m > 0 and row is not None
             if row is not None:
                 view.data[i] = row
                 view.deepen(m)
@@ -224,14 +228,19 @@ class VictimRows:
         prio: list[int] = []
         start: list[float] = []
         for t in ordered:
-            p = pod_priority(t)
-            if id(t) not in given or len(t.res_vec) != width or abs(p) >= PRIORITY_LIMIT:
+            # pod_priority and start_time, inlined: this runs for every victim of every row.
+            pod, vec, req = t.pod, t.res_vec, t.resreq
+            p = pod.spec.priority
+            if p is None:
+                p = 0
+            if id(t) not in given or len(vec) != width or abs(p) >= PRIORITY_LIMIT:
                 return None
-            res.append(t.res_vec.tolist())
+            res.append(vec.tolist())
             # As float64 arrays held them (the same doubles for any int a request may be).
-            queue.append([float(t.resreq.milli_cpu), float(t.resreq.memory)])
+            queue.append([float(req.milli_cpu), float(req.memory)])
             prio.append(p)
-            start.append(start_time(t, now))
+            stamp = pod.status.start_time
+            start.append(parse_time(stamp) if stamp else now)
         return Row(res, queue, prio, start)
 
     def _in_victim_order(self, named: list[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
@@ -251,7 +260,10 @@ class VictimRows:
         ssn = self.ssn
         task_key = self._task_key(named)
         first = named[0].job
-        if all(t.job == first for t in named):
+        for t in named:
+            if t.job != first:
+                break
+        else:
             return _sort(named, task_key)  # one job: reverse task order alone
         by_job = self._job_keys
         if by_job is None:
@@ -271,8 +283,9 @@ class VictimRows:
         """``Session.task_sort_key`` for ``named``: the key it makes for one set of tasks orders
         any tasks with an index (a creation stamp it has not seen is parsed when met), so the
         first one made is kept."""
-        if any(t.index is None for t in named):
-            raise _Unkeyed
+        for t in named:
+            if t.index is None:
+                raise _Unkeyed
         key = self._shared_task_key
         if key is None:
             key = self._shared_task_key = self.ssn.task_sort_key(named)
@@ -281,9 +294,9 @@ class VictimRows:
         return key
 
 
-def _stale(valid: BoolArray, rows: list[int]) -> None:
+def _stale(valid: BoolArray, rows: set[int]) -> None:
     if len(rows) > SCALAR_MARKS:
-        valid[rows] = False
+        valid[list(rows)] = False
         return
     for i in rows:
         valid[i] = False

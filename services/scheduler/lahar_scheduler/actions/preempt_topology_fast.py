@@ -21,8 +21,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import add
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,6 +58,7 @@ if TYPE_CHECKING:
 ENABLED = True
 PRIORITY_OFFSET = 2**31  # as preempt_topology: kube's MaxInt32 + 1 added before summing
 LIMITS = 64  # preemptor shapes whose Limits are kept
+_NO_NODES: IntArray = np.zeros(0, dtype=np.intp)
 
 # One dry run of one node, exactly: the chosen victims (most important first) or None.
 Exact = Callable[["NodeInfo"], "list[TaskInfo] | None"]
@@ -126,14 +125,12 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
             return None
     base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
     by_name = ssn.nodes.by_name
-    own = np.array(
-        [
-            by_name[t.node_name].index
-            for t in ssn.jobs[preemptor.job].tasks.values()
-            if t.node_name in by_name and t.status in PREEMPTABLE_STATUSES
-        ],
-        dtype=np.intp,
-    )
+    at = [
+        by_name[t.node_name].index
+        for t in ssn.jobs[preemptor.job].tasks.values()
+        if t.status in PREEMPTABLE_STATUSES and t.node_name in by_name
+    ]
+    own = np.array(at, dtype=np.intp) if at else _NO_NODES  # most preemptors' jobs run nowhere
     shape = _limits_key(preemptor, room)
     limits = hooks.limits.get(shape)
     if limits is None:
@@ -241,8 +238,7 @@ class Part:
         for positions, view, chosen in self.runs:
             k = int(np.searchsorted(positions, pos))
             if k < len(positions) and positions[k] == pos:
-                ordered = view.victims[int(self.nodes[pos])]
-                return [ordered[p] for p in np.flatnonzero(chosen[k])[::-1].tolist()]
+                return _chosen(view.victims[int(self.nodes[pos])], chosen[k])
         raise KeyError(pos)
 
 
@@ -342,31 +338,36 @@ def _quick(
     # count_nonzero rather than all/any: a reduction's call costs several times more.
     if np.count_nonzero(valid) < len(chunk):
         plan.rows.fill(view, chunk[~valid], plan.preemptor, plan.keep)
-    count = view.count[chunk]
-    if np.count_nonzero(count) < len(chunk) or np.count_nonzero(view.odd[chunk]):
+    if np.count_nonzero(view.usable[chunk]) < len(chunk):
         return False, None
+    count = view.count
     out = _outcome(view, plan.limits.key)
     stale = chunk[out.at[chunk] != view.filled[chunk]]
     if len(stale):
         _dry_run_rows(ssn, plan.limits, view, out, stale)
-    hits = np.flatnonzero(out.cand[chunk])
+    hits = out.cand[chunk].nonzero()[0]  # flatnonzero's wrapper costs more than the search
     if len(hits) < wanted and not whole:
         return False, None
     hits = hits[:wanted]
     stats = ssn.result.stats
     if len(hits) == wanted:
-        stats.preemption_victims = int(count[hits[-1]])  # Volcano: per node considered, the last
+        stats.preemption_victims = int(count[chunk[hits[-1]]])  # Volcano: per node considered, the last
     else:
         narrow = ceiling()  # the exact path walks only the nodes the ceiling lets through
         kept = np.flatnonzero(narrow[chunk]) if narrow is not None else [len(chunk) - 1]
         if len(kept):
-            stats.preemption_victims = int(count[kept[-1]])
+            stats.preemption_victims = int(count[chunk[kept[-1]]])
     if not len(hits):
         return True, None
     rows = chunk[hits]
     row = int(rows[_pick([c[rows] for c in out.criteria])])
-    ordered = view.victims[row]
-    return True, Best(row, [ordered[p] for p in np.flatnonzero(out.chosen[row])[::-1].tolist()])
+    return True, Best(row, _chosen(view.victims[row], out.chosen[row]))
+
+
+def _chosen(ordered: list[TaskInfo], mask: BoolArray) -> list[TaskInfo]:
+    """The victims ``mask`` marks in ``ordered``, most important (last) first."""
+    flags: list[bool] = mask.tolist()
+    return [ordered[p] for p in range(len(ordered) - 1, -1, -1) if flags[p]]
 
 
 def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
@@ -505,53 +506,53 @@ def _dry_run_rows(ssn: Session, limits: Limits, view: View, out: Outcome, rows: 
 
 def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r: int) -> None:
     """``dry_run`` and ``_criteria`` for row ``r`` alone, with the same float operations in the
-    same order (Python floats are the same doubles), taken into ``out``.  Vectors are kept per
-    column: ``res[c][k]`` is victim k's request on checked column c."""
+    same order (Python floats are the same doubles), taken into ``out``.  Only the checked
+    columns are carried: ``have[j]`` is the node's room on ``limits.py_cols[j]``."""
     row = view.data[r]
-    m = len(row.prio)
+    res, queue = row.res, row.queue
+    m = len(res)
     need, (alloc, request, deserved) = limits.py_need, limits.py_queue
-    n, q = len(need), len(alloc)
-    res = _columns(row.res, limits.py_cols)
-    queue = _columns(row.queue, limits.py_queue_cols)
+    cols, qcols = limits.py_cols, limits.py_queue_cols
     at_node: list[float] = future[r].tolist()
-    have = [at_node[c] for c in limits.py_cols]
+    have = [at_node[c] for c in cols]
     # ValidateVictims: every victim added in order (a left fold: the same additions in the
     # same order as the per-node loop; ``sum`` may compensate rounding on newer Pythons).
-    cover = m > 0 and all(need[c] < reduce(add, res[c], have[c]) + 0.1 for c in range(n))
+    cover = m > 0
+    for j, c in enumerate(cols):
+        total = have[j]
+        for vec in res:
+            total += vec[c]
+        if not need[j] < total + 0.1:
+            cover = False
+            break
 
     def fits(have: list[float], alloc: list[float]) -> bool:
-        for c in range(n):
-            if not need[c] < have[c] + 0.1:
+        for j, c in enumerate(need):
+            if not c < have[j] + 0.1:
                 return False
-        return not any(alloc[c] + request[c] > deserved[c] for c in range(q))
+        return not any(alloc[j] + request[j] > deserved[j] for j in range(len(alloc)))
 
     removed = 0
     for k in range(m):
-        have = [have[c] + res[c][k] for c in range(n)]
-        alloc = [alloc[c] - queue[c][k] for c in range(q)]
+        vec, qvec = res[k], queue[k]
+        have = [have[j] + vec[c] for j, c in enumerate(cols)]
+        alloc = [alloc[j] - qvec[c] for j, c in enumerate(qcols)]
         removed = k + 1
         if fits(have, alloc):
             break
     chosen: list[int] = []
     if cover:
         for k in range(removed - 1, -1, -1):
-            back_have = [have[c] - res[c][k] for c in range(n)]
-            back_alloc = [alloc[c] + queue[c][k] for c in range(q)]
+            vec, qvec = res[k], queue[k]
+            back_have = [have[j] - vec[c] for j, c in enumerate(cols)]
+            back_alloc = [alloc[j] + qvec[c] for j, c in enumerate(qcols)]
             if fits(back_have, back_alloc):
                 have, alloc = back_have, back_alloc
             else:
-                have = [back_have[c] + res[c][k] for c in range(n)]
-                alloc = [back_alloc[c] - queue[c][k] for c in range(q)]
+                have = [back_have[j] + vec[c] for j, c in enumerate(cols)]
+                alloc = [back_alloc[j] - qvec[c] for j, c in enumerate(qcols)]
                 chosen.append(k)  # descending: the most important victim first
     _take_row(out, r, int(view.filled[r]), chosen, row.prio, row.start)
-
-
-def _columns(vectors: list[list[float]], cols: list[int]) -> list[list[float]]:
-    """``vectors`` (one per victim) as one list per column of ``cols``."""
-    if not vectors:
-        return [[] for _ in cols]
-    by_col = list(zip(*vectors, strict=True))
-    return [list(by_col[c]) for c in cols]
 
 
 def _take_row(out: Outcome, r: int, filled: int, chosen: list[int], prio: list[int], start: list[float]) -> None:
