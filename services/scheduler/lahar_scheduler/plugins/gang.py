@@ -51,7 +51,9 @@ class GangPlugin(Plugin):
             job = self.ssn.jobs.get(t.job)
             if job is None:
                 continue
-            left = occupied.setdefault(job.uid, job.ready_num())
+            left = occupied.get(job.uid)
+            if left is None:  # setdefault would count the job's ready tasks for every candidate
+                left = occupied[job.uid] = job.ready_num()
             if left > job.min_available:
                 occupied[job.uid] = left - 1
                 victims.append(t)
