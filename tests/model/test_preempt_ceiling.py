@@ -112,19 +112,13 @@ def test_topology_aware_preempt_decides_the_same_without_the_ceiling(objs: list[
     assert with_ceiling == without
 
 
-def test_a_job_changing_on_one_node_refreshes_its_other_nodes() -> None:
-    """Gang's test reads the job's ready count: evicting the job's task on n0 takes its n1 tasks
-    out of the ceiling (it is at minMember), and discarding the eviction puts them back, though
-    n1 itself never changed."""
-    from builders import open_session, task
-    from lahar_scheduler.actions.evictutil import preemptable_in_queue
-    from lahar_scheduler.framework import points as P
-
-    objs = [
+def gang_above_min_member(n0_cpu: str = "4") -> list[Any]:
+    """Job r (minMember 2) runs one task on n0 and two on n1, full; job p's task waits."""
+    return [
         queue("a"),
         priority_class("low", 10),
         priority_class("high", 100),
-        node("n0", cpu="4"),
+        node("n0", cpu=n0_cpu),
         node("n1", cpu="4"),
         podgroup("r", queue="a", min_member=2, phase="Running", priority_class="low"),
         pod("r-0", group="r", cpu="2", node_name="n0", phase="Running", priority_class="low"),
@@ -133,6 +127,17 @@ def test_a_job_changing_on_one_node_refreshes_its_other_nodes() -> None:
         podgroup("p", queue="a", min_member=1, priority_class="high"),
         pod("p-0", group="p", cpu="2", priority_class="high"),
     ]
+
+
+def test_a_job_changing_on_one_node_refreshes_its_other_nodes() -> None:
+    """Gang's test reads the job's ready count: evicting the job's task on n0 takes its n1 tasks
+    out of the ceiling (it is at minMember), and discarding the eviction puts them back, though
+    n1 itself never changed."""
+    from builders import open_session, task
+    from lahar_scheduler.actions.evictutil import preemptable_in_queue
+    from lahar_scheduler.framework import points as P
+
+    objs = gang_above_min_member()
     # One tier: with drf in a second tier, drf would name them still (a vetoed tier falls through).
     ssn = open_session(objs, make_conf("preempt", [{"name": "priority"}, {"name": "gang"}]))
     ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn))

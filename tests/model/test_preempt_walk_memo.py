@@ -193,25 +193,15 @@ def test_a_veto_lifts_when_a_job_on_its_node_changes_elsewhere() -> None:
     """Gang's test reads job r's ready count: with r's task on n0 evicted, r is at minMember and
     the ceiling vetoes n1 (r's other tasks); discarding the eviction changes r, not n1, and the
     next walk offers n1 again."""
+    from test_preempt_ceiling import gang_above_min_member
+
     from builders import open_session, task
     from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound, preemptable_in_queue
     from lahar_scheduler.framework import points as P
     from lahar_scheduler.framework.ceiling import VictimCeiling
     from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
 
-    objs = [
-        queue("a"),
-        priority_class("low", 10),
-        priority_class("high", 100),
-        node("n0", cpu="2"),
-        node("n1", cpu="4"),
-        podgroup("r", queue="a", min_member=2, phase="Running", priority_class="low"),
-        pod("r-0", group="r", cpu="2", node_name="n0", phase="Running", priority_class="low"),
-        pod("r-1", group="r", cpu="2", node_name="n1", phase="Running", priority_class="low"),
-        pod("r-2", group="r", cpu="2", node_name="n1", phase="Running", priority_class="low"),
-        podgroup("p", queue="a", min_member=1, priority_class="high"),
-        pod("p-0", group="p", cpu="2", priority_class="high"),
-    ]
+    objs = gang_above_min_member(n0_cpu="2")
     ssn = open_session(objs, make_conf("preempt", [{"name": "priority"}, {"name": "gang"}]))
     counts = preemptable_in_queue(ssn)
     ceiling = VictimCeiling(ssn, P.PREEMPTABLE, counts, PREEMPTABLE_STATUSES)
