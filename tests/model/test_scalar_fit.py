@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lahar_scheduler.actions.scalar_fit import fits_with_each, fits_with_sum
+from lahar_scheduler.actions.scalar_fit import column_sum, fits_with_each, fits_with_sum
 from lahar_scheduler.framework.predicate import fits_vector
 
 WIDTH = 4
@@ -52,6 +52,17 @@ def test_the_bound_twin_sums_from_zero(case: tuple[Any, Any, list[Any]]) -> None
     for t in tasks:
         total += t.res_vec
     assert fits_with_sum(task, base, tasks, {}) == fits_vector(task, base + total)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(cases())
+def test_a_column_sum_is_the_bound_rows_column(case: tuple[Any, Any, list[Any]]) -> None:
+    _, _, tasks = case
+    total = np.zeros(WIDTH)
+    for t in tasks:
+        total += t.res_vec
+    requests: dict[str, list[float]] = {}
+    assert [column_sum(tasks, c, requests) for c in range(WIDTH)] == total.tolist()
 
 
 @settings(max_examples=500, deadline=None, derandomize=True)

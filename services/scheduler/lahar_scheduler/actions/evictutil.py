@@ -125,7 +125,6 @@ class VictimBound:
         self._caches: dict[str, RowCache[np.ndarray]] = {}
         # Per key, per task shape: the candidates mask, refreshed on the nodes that changed.
         self._fits: dict[str, RowCache[np.ndarray]] = {}
-        self._rows: dict[str, Callable[[TaskInfo, int], FloatArray]] = {}  # per key, its one-row sum
 
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
@@ -133,13 +132,10 @@ class VictimBound:
             cache = self._caches[key] = RowCache(self.ssn.nodes, self._compute(key), self._sum_row(key), size=1)
         return cache
 
-    def row_sums(self, task: TaskInfo, key: str, i: int) -> FloatArray:
-        """Node ``i``'s Σ countable tasks computed now, without the cache (a reader of one
-        changed row; the cache catches up on its own next read)."""
-        row = self._rows.get(key)
-        if row is None:
-            row = self._rows[key] = self._sum_row(key)
-        return row(task, i)
+    def countable(self, key: str, i: int) -> list[TaskInfo]:
+        """Node ``i``'s tasks that count for ``key``, in node order (what its bound row sums)."""
+        counts = self.counts
+        return [t for t in self.ssn.nodes.infos[i].tasks.values() if counts(t, key)]
 
     def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
         """One node's Σ countable tasks, added in node order from zero (the cache's scalar row,

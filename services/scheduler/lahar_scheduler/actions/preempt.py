@@ -33,11 +33,11 @@ from lahar_scheduler.actions.evictutil import (
     preempt_nodes,
     preemptable_in_queue,
     shape_key,
-    victims_cover,
 )
 from lahar_scheduler.actions.preempt_filters import OtherJobs, SameJob
 from lahar_scheduler.actions.preempt_topology import topology_preempt
 from lahar_scheduler.actions.preempt_walk import WalkMemo
+from lahar_scheduler.actions.scalar_fit import fits_with_each
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
@@ -299,7 +299,8 @@ class PreemptAction(Action):
             node = ssn.node_list[i]
             victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
-            if not victims_cover(preemptor, node, victims):
+            # victims_cover (ValidateVictims), as its scalar twin.
+            if not fits_with_each(preemptor, ssn.nodes.future[i], victims, self.walks.requests):
                 self.wasteful = True
                 if uncovered is not None:
                     uncovered(i)

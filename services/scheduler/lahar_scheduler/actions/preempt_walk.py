@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lahar_scheduler.actions.scalar_fit import Requests, column_sum, fits_with_sum
 from lahar_scheduler.framework import points as P
-from lahar_scheduler.framework.predicate import fits_vector
 
 if TYPE_CHECKING:
     from lahar_scheduler.actions.evictutil import UnresolvableCache, VictimBound
@@ -105,6 +105,7 @@ class WalkMemo:
         # each time, so only a few are kept (each holds a float per node).
         self._walks: OrderedDict[Hashable, _Walk] = OrderedDict()
         self._score_rows = _score_rows(ssn)
+        self.requests: Requests = {}  # each task's request as floats (actions/scalar_fit.py)
         self._needs: tuple[bytes | None, list[tuple[int, float]]] = (None, [])
 
     @staticmethod
@@ -157,14 +158,15 @@ class WalkMemo:
         """``_full`` on ``rows`` only, each row computed in Python by the caches' one-row
         functions (a few rows cost less so than through numpy, or through the caches, which
         catch up on their own next read)."""
-        needs, future, bound = self.needed(room), self.ssn.nodes.future, self.bound
+        needs, future, bound, requests = self.needed(room), self.ssn.nodes.future, self.bound, self.requests
         scores = self._scores(task, rows)
         for j, r in enumerate(rows):
-            sums = bound.row_sums(task, queue, r)
-            # VictimBound.candidates, then UnresolvableCache, then VictimBound.covering.
-            ok = fits_vector(task, future[r] + sums) and not self.verdicts.row(task, r)
+            counted = bound.countable(queue, r)
+            # VictimBound.candidates (its row: the counted tasks summed from zero, in node
+            # order), then UnresolvableCache, then VictimBound.covering, in scalar twins.
+            ok = fits_with_sum(task, future[r], counted, requests) and not self.verdicts.row(task, r)
             if ok and needs:
-                ok = all(sums[c] >= need for c, need in needs)
+                ok = all(column_sum(counted, c, requests) >= need for c, need in needs)
             masked[r] = scores[j] if ok else IMPOSSIBLE
 
     def needed(self, room: FloatArray | None) -> list[tuple[int, float]]:

@@ -45,6 +45,14 @@ def fits_with_sum(task: TaskInfo, base: FloatArray, tasks: Sequence[TaskInfo], r
     return True
 
 
+def column_sum(tasks: Sequence[TaskInfo], c: int, requests: Requests) -> float:
+    """Column ``c`` of the tasks' requests summed from zero in order (a bound row's column)."""
+    s = 0.0
+    for row in _rows(tasks, requests):
+        s += row[c]
+    return s
+
+
 def fits_with_each(task: TaskInfo, base: FloatArray, tasks: Sequence[TaskInfo], requests: Requests) -> bool:
     """``fits_vector(task, have)`` after ``have = base.copy(); have += t.res_vec`` for each task
     in order (``evictutil.victims_cover``)."""
