@@ -135,14 +135,9 @@ class VictimCeiling:
         """Per node, whether future idle plus the ceiling could hold ``preemptor`` (None: no
         ceiling known).  Kept per task shape and refreshed on the rows that went stale, as the
         ceiling itself is; the array is cached, callers must not change it."""
-        return self.fits_keyed(preemptor, queue)[0]
-
-    def fits_keyed(self, preemptor: TaskInfo, queue: str) -> tuple[BoolArray | None, Hashable]:
-        """``fits`` and the key of the rows it read: two preemptors of one shape get the same
-        mask when the keys are equal (the plugins' keys hold what their tests read of them)."""
-        entry, key = self._keyed_entry(preemptor, queue)
+        entry = self._entry(preemptor, queue)
         if entry is None:
-            return None, key
+            return None
         changes, mark = self.ssn.nodes.changes, self.dirty_mark
         future = self.ssn.nodes.future
         got = entry.fits.get(preemptor.template_key)
@@ -161,15 +156,12 @@ class VictimCeiling:
                     rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
                     mask[rows] = fits_rows(preemptor, future[rows] + entry.values[rows])
         entry.fits[preemptor.template_key] = (mask, len(changes), mark)
-        return mask, key
+        return mask
 
     def nodes(self, preemptor: TaskInfo, queue: str) -> FloatArray | None:
         """Per node, the most the plugins could evict for ``preemptor`` (None: no ceiling known)."""
         entry = self._entry(preemptor, queue)
         return None if entry is None else entry.values
-
-    def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
-        return self._keyed_entry(preemptor, queue)[0]
 
     def keyed_tests(self, preemptor: TaskInfo, queue: str) -> tuple[Hashable, Tiers] | None:
         """The plugins' could-name tests for ``preemptor`` and the key of what they read of it
@@ -187,17 +179,17 @@ class VictimCeiling:
         values = self._compute(queue, tests, np.array([i], dtype=np.intp))[0]
         return fits_vector(preemptor, self.ssn.nodes.future[i] + values)
 
-    def _keyed_entry(self, preemptor: TaskInfo, queue: str) -> tuple[_Entry | None, Hashable]:
+    def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
         keyed = self.keyed_tests(preemptor, queue)
         if keyed is None:
-            return None, None
+            return None
         key, tests = keyed
         changes = self.ssn.nodes.changes
         entry = self._entries.get(key)
         if entry is None or len(entry.values) != len(self.ssn.nodes.infos):
             rows = np.arange(len(self.ssn.nodes.infos), dtype=np.intp)
             entry = self._entries[key] = _Entry(self._compute(queue, tests, rows), len(changes), self.dirty_mark)
-            return entry, key
+            return entry
         mark = self.dirty_mark
         if entry.changes < len(changes) or entry.dirty < mark:
             stale = set(changes[entry.changes :])
@@ -205,7 +197,7 @@ class VictimCeiling:
             rows = np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
             entry.values[rows] = self._compute(queue, tests, rows)
             entry.changes, entry.dirty = len(changes), mark
-        return entry, key
+        return entry
 
     def _compute(self, queue: str, tiers: Tiers, rows: IntArray) -> np.ndarray:
         infos = self.ssn.nodes.infos
