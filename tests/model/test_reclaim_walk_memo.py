@@ -12,21 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_reclaim_shortcuts import outcome, vector_cover
 
-from builders import make_conf, node, pod, podgroup, priority_class, queue, snapshot
+from builders import node, pod, podgroup, priority_class, queue
 from lahar_scheduler.actions import reclaim, reclaim_walk
 from lahar_scheduler.actions.reclaim_bound import ReclaimBound
 from lahar_scheduler.actions.reclaim_walk import ReclaimWalk
-from lahar_scheduler.core import run_session
 from lahar_scheduler.framework.jobs import TaskInfo
-from lahar_scheduler.framework.nodes import FloatArray
-from lahar_scheduler.framework.predicate import fits_vector
 
-RECLAIM = make_conf(
-    "enqueue, allocate, reclaim",
-    [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
-    [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
-)
 OVER = ("a", "b")
 UNDER = ("c", "d")
 
@@ -78,23 +71,6 @@ def over_and_under(draw: st.DrawFn) -> list[Any]:
         ask = str(draw(st.sampled_from([1, 1, 2, 4])))
         objs += [pod(f"{group}-{t}", group=group, cpu=ask, priority_class="normal") for t in range(size)]
     return objs
-
-
-def outcome(objs: list[Any]) -> tuple[Any, ...]:
-    result = run_session(snapshot(objs), RECLAIM)
-    return (
-        sorted((t.key, r) for t, r in result.evictions),
-        sorted(result.pipelined.items()),
-        sorted((t.key, n) for t, n in result.binds),
-    )
-
-
-def vector_cover(task: TaskInfo, base: FloatArray, victims: list[TaskInfo], _: Any) -> bool:
-    """``victims_cover``'s numpy arithmetic, for the scalar twin reclaim uses."""
-    have = base.copy()
-    for v in victims:
-        have += v.res_vec
-    return fits_vector(task, have)
 
 
 def plain(objs: list[Any]) -> tuple[Any, ...]:
