@@ -57,12 +57,12 @@ class DrfPlugin(Plugin):
                 for status in _HELD:
                     for r, n in request_runs(job.tasks_in(status)):
                         held.add_times(r, n)  # as an add per task
-                attrs[job.uid] = Attr(held, self.dominant(held))
+                attrs[job.uid] = _JobAttr(held, self.dominant(held), self.dominant)
                 continue
             share = shares.get(id(one))
             if share is None:
                 share = shares[id(one)] = self.dominant(one)
-            attrs[job.uid] = Attr(one.clone(), share)
+            attrs[job.uid] = _JobAttr(one.clone(), share, self.dominant)
         opt = ssn.conf.plugin(self.name)
         self.tree: Tree | None = None
         if opt is not None and opt.flags.get("enableHierarchy", False):
@@ -145,8 +145,11 @@ class DrfPlugin(Plugin):
             self._moved(task, attr, -1)
 
     def _moved(self, task: TaskInfo, attr: Attr, sign: int) -> None:
-        attr.share = self.dominant(attr.allocated)
         tree = self.tree
+        if tree is None and isinstance(attr, _JobAttr):
+            attr.stale()
+            return
+        attr.share = self.dominant(attr.allocated)
         if tree is not None:
             (tree.allocated.add if sign > 0 else tree.allocated.sub)(task.resreq)
             tree.refresh(self._place(tree, self.ssn.jobs[task.job], attr))
@@ -219,6 +222,31 @@ class DrfPlugin(Plugin):
             held.add(attr.allocated)
         for namespace, held in by_namespace.items():
             stats.namespace_shares[namespace] = self.dominant(held)
+
+
+class _JobAttr(Attr):
+    """A job's Attr whose share, once its allocation moved, is computed when next read: a
+    session's allocate and evict events move it thousands of times, and the job order and
+    the victim tests read it far less.  The same function of the same allocation (every move
+    of it marks the share stale), so the same float as computing it at each move."""
+
+    def __init__(self, allocated: Resource, share: float, dominant: Callable[[Resource], float]) -> None:
+        self._share: float | None = share
+        self._dominant = dominant
+        super().__init__(allocated, share)
+
+    @property
+    def share(self) -> float:
+        if self._share is None:
+            self._share = self._dominant(self.allocated)
+        return self._share
+
+    @share.setter
+    def share(self, value: float) -> None:
+        self._share = value
+
+    def stale(self) -> None:
+        self._share = None
 
 
 class _Preemptable:

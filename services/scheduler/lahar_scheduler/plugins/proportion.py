@@ -54,11 +54,21 @@ class QueueAttr:
     request: Resource = field(default_factory=Resource)
     inqueue: Resource = field(default_factory=Resource)
     elastic: Resource = field(default_factory=Resource)
-    share: float = 0.0
     pool: Pool | None = None  # what real_capability is carved from (for explanations)
+    # The dominant share as of the last ``update_share``, None until it is read: allocate and
+    # evict events move ``allocated`` thousands of times a session and the share is read far
+    # less.  Computed from the same two values the eager update read (every change of them is
+    # followed by ``update_share``), so it is the same float.
+    _share: float | None = field(default=0.0, repr=False)
+
+    @property
+    def share(self) -> float:
+        if self._share is None:
+            self._share = dominant_share(self.allocated, self.deserved)
+        return self._share
 
     def update_share(self) -> None:
-        self.share = dominant_share(self.allocated, self.deserved)
+        self._share = None
 
 
 def _real_capability(total: Resource, total_guarantee: Resource, queue: QueueInfo) -> tuple[Resource, Resource | None]:
