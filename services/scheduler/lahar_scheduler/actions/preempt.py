@@ -42,7 +42,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
-from lahar_scheduler.framework.victims import eviction_need, victims_queue
+from lahar_scheduler.framework.victims import NeedMemo, victims_queue
 
 if TYPE_CHECKING:
     from lahar.api.objects import Pod
@@ -114,6 +114,7 @@ class PreemptAction(Action):
         # while every preemptor settles on its first node, it would spare nothing.
         self.wasteful = False
         self.fits = PreemptorFits(ssn)
+        self.needs: NeedMemo[FloatArray] = NeedMemo(ssn, lambda need: need_vector(ssn, need))
         self.salt = ssn.rng.getrandbits(32)
         # Per victim job, its tasks' sort key (None: none; see _victim_order).
         self._task_keys: dict[str, Callable[[TaskInfo], tuple[object, ...]] | None] = {}
@@ -234,8 +235,8 @@ class PreemptAction(Action):
             return self._miss(preemptor, "topology-aware preemption found no node whose victims make room")
         # The queue must free this much before the preemptor may join it: nodes whose evictable
         # tasks hold less can only fail (after evicting and rolling back), so they are skipped.
-        need = eviction_need(ssn, ssn.queues[job.queue], preemptor)
-        room = None if need is None else need_vector(ssn, need)
+        needed = self.needs(ssn.queues[job.queue], preemptor)
+        need, room = (None, None) if needed is None else needed
         if room is not None:
             covering = self.bound.covering(preemptor, job.queue, room)
             if not (bound & covering).any():
@@ -253,8 +254,8 @@ class PreemptAction(Action):
         says why."""
         if self.args.topology_aware or not WalkMemo.applies(ssn, preemptor):
             return None
-        need = eviction_need(ssn, ssn.queues[queue], preemptor)
-        room = None if need is None else need_vector(ssn, need)
+        needed = self.needs(ssn.queues[queue], preemptor)
+        room = None if needed is None else needed[1]
         walk = self.walks.order(preemptor, queue, room, ceiling=not isinstance(keep, SameJob))
         if walk is None:
             return None

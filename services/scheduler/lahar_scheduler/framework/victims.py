@@ -8,8 +8,8 @@ broken by reverse task order.  Tasks whose job left the session go first, their 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lahar.api.resource import IGNORED_SCALARS, Resource, resource_max
 from lahar_scheduler.framework import points as P
@@ -18,6 +18,8 @@ from lahar_scheduler.framework.pq import PriorityQueue
 if TYPE_CHECKING:
     from lahar_scheduler.framework.jobs import QueueInfo, TaskInfo
     from lahar_scheduler.framework.session import Session
+
+T = TypeVar("T")
 
 
 def victim_less(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo, TaskInfo], bool]:
@@ -65,13 +67,19 @@ class AllocatableWithBound:
     without evicting and rolling back, every node whose victims hold less than the shortfall.
     """
 
-    __slots__ = ("check", "shortfall")
+    __slots__ = ("check", "shortfall", "shortfall_key")
 
     def __init__(
-        self, check: Callable[[QueueInfo, TaskInfo], bool], shortfall: Callable[[QueueInfo, TaskInfo], Resource]
+        self,
+        check: Callable[[QueueInfo, TaskInfo], bool],
+        shortfall: Callable[[QueueInfo, TaskInfo], Resource],
+        shortfall_key: Callable[[QueueInfo, TaskInfo], Hashable] | None = None,
     ) -> None:
         self.check = check
         self.shortfall = shortfall
+        # Optional: a key naming everything ``shortfall`` reads (equal keys, equal shortfalls),
+        # so a caller asking for every preemptor may keep the answers (``NeedMemo``).
+        self.shortfall_key = shortfall_key
 
     def __call__(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return self.check(queue, task)
@@ -100,3 +108,39 @@ def eviction_need(ssn: Session, queue: QueueInfo, task: TaskInfo) -> Resource | 
             return None
         need = resource_max(need, shortfall(queue, task))
     return need
+
+
+class NeedMemo(Generic[T]):
+    """``eviction_need`` and what the caller derives from it (``derive``, e.g. its vector over
+    the node dimensions), kept per the callbacks' ``shortfall_key``s: preempt asks for every
+    preemptor, and a queue's allocation mostly comes back to the same few values (an eviction
+    and a pipelined preemptor of one shape cancel out).  Without a key from every callback,
+    nothing is kept."""
+
+    LIMIT = 4096  # distinct keys kept before starting afresh (each holds a need and a vector)
+
+    def __init__(self, ssn: Session, derive: Callable[[Resource], T]) -> None:
+        self.ssn, self.derive = ssn, derive
+        keys = [getattr(fn, "shortfall_key", None) for fn in ssn.callbacks(P.ALLOCATABLE)]
+        self.keys: list[Callable[[QueueInfo, TaskInfo], Hashable]] | None = (
+            [k for k in keys if k is not None] if all(k is not None for k in keys) else None
+        )
+        self._kept: dict[Hashable, tuple[Resource, T] | None] = {}
+
+    def __call__(self, queue: QueueInfo, task: TaskInfo) -> tuple[Resource, T] | None:
+        """The need and its derived value (None when some callback cannot tell); the values
+        may be shared between calls: callers must not change them."""
+        if self.keys is None:
+            return self._fresh(queue, task)
+        key = tuple(k(queue, task) for k in self.keys)
+        kept = self._kept
+        if key in kept:
+            return kept[key]
+        if len(kept) >= self.LIMIT:
+            kept.clear()
+        got = kept[key] = self._fresh(queue, task)
+        return got
+
+    def _fresh(self, queue: QueueInfo, task: TaskInfo) -> tuple[Resource, T] | None:
+        need = eviction_need(self.ssn, queue, task)
+        return None if need is None else (need, self.derive(need))

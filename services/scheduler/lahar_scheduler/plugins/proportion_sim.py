@@ -14,7 +14,7 @@ evicted tasks.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 from lahar.api.resource import IGNORED_SCALARS, Resource
@@ -45,7 +45,21 @@ def allocatable_callback(attrs: Attrs, check: Callable[[QueueInfo, TaskInfo], bo
             return Resource(math.inf, math.inf)
         return excess(attr.allocated.clone().add(task.resreq), attr.deserved, task.resreq)
 
-    return AllocatableWithBound(check, shortfall)
+    def shortfall_key(queue: QueueInfo, task: TaskInfo) -> Hashable:
+        # What shortfall reads: the queue's state and allocation, the request (a queue's
+        # deserved is fixed once the session opened).
+        attr = attrs.get(queue.uid)
+        if attr is None:
+            return (queue.uid, None)
+        return (queue.uid, queue.is_open(), _values(attr.allocated), _values(task.resreq))
+
+    return AllocatableWithBound(check, shortfall, shortfall_key)
+
+
+def _values(r: Resource) -> tuple[float, float, tuple[tuple[str, float], ...]]:
+    # Equal tuples, equal resources (scalars compared in their own order: a different order
+    # only misses the memo).
+    return (r.milli_cpu, r.memory, tuple(r.scalars.items()))
 
 
 def register_simulation(ssn: Session, attrs: Attrs) -> None:
