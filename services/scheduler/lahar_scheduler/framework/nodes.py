@@ -271,6 +271,39 @@ class NodeTable:
         self.row_version[i] += 1
         self.changes.append(i)
 
+    def release(self, node: NodeInfo, task: TaskInfo) -> None:
+        """``remove_task`` then ``add_task`` of a task on ``node`` whose status goes from one
+        that holds the node (Allocated, Binding, Bound, Running) to Releasing (an eviction), the
+        task has no cards.  The same operations on every array, in the same order (``x - v + v``
+        is not always ``x`` in floats), with each row view made once, the pod count and the
+        node's task order left as the two calls leave them."""
+        i = node.index
+        vec = task.res_vec
+        row = self.future[i]
+        row += vec
+        row = self.used[i]
+        row -= vec
+        row += vec
+        row = self.idle[i]
+        row += vec
+        row -= vec
+        if not task.unscored:
+            init, nonzero = task.init_vec, _nonzero(task)
+            row = self.requested[i]
+            row -= init
+            row += init
+            row = self.nonzero[i]
+            row -= nonzero
+            row += nonzero
+        row = self.releasing[i]
+        row += vec
+        tasks = node.tasks
+        del tasks[task.uid]
+        tasks[task.uid] = task  # last, as a removal and an addition order it
+        self.generation += 1
+        self.row_version[i] += 1
+        self.changes.append(i)
+
     def remove_tasks(self, placed: list[tuple[NodeInfo, TaskInfo]]) -> None:
         """``remove_task`` for many tasks at once (a session's close undoing its placements): the
         same rows changed by the same amounts in the same order.  Each array takes one

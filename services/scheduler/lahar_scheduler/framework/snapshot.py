@@ -583,6 +583,14 @@ class Snapshot:
             return
         old_node = self.nodes.by_name.get(task.node_name) if task.node_name else None
         if old_node is not None and task.uid in old_node.tasks:
+            if status == _RELEASING and node_name == task.node_name and task.status in _PLAIN and task.cards is None:
+                # An eviction: off the node and back on it as Releasing, in one pass.
+                self.nodes.release(old_node, task)
+                if job is not None:
+                    job.update_status(task, status)
+                else:
+                    task.status = status
+                return
             self.nodes.remove_task(old_node, task)
         if job is not None:
             job.update_status(task, status)
@@ -637,6 +645,7 @@ class Snapshot:
 
 _PLAIN = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
 _OFF_NODE = frozenset({TaskStatus.PENDING, TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+_RELEASING = TaskStatus.RELEASING
 
 
 def _same_accounting(old: TaskStatus, new: TaskStatus) -> bool:
