@@ -221,3 +221,24 @@ def test_a_veto_lifts_when_a_job_on_its_node_changes_elsewhere() -> None:
     assert n1 not in walked()  # vetoed: r is at minMember, gang names nothing of it
     stmt.discard()
     assert n1 in walked()
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(contended())
+def test_the_ceiling_key_alone_is_the_key_the_tests_come_with(objs: list[Any]) -> None:
+    """The memo keys a walk by the plugins' ``victim_ceiling_key``s and makes the tests only
+    when a node falls short: each key must be the one ``victim_ceiling`` gives with its test."""
+    from lahar_scheduler.framework.ceiling import VictimCeiling
+
+    key = VictimCeiling.key
+
+    def compare(self: VictimCeiling, preemptor: Any, queue: str) -> Any:
+        got = key(self, preemptor, queue)
+        keyed = self.keyed_tests(preemptor, queue)
+        assert self._keys is not None  # every plugin of the conf gives its key alone
+        assert got == (None if keyed is None else keyed[0])
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(VictimCeiling, "key", compare)
+        outcome(objs)

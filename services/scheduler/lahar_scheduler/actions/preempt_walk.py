@@ -82,19 +82,27 @@ class Walk:
     """One preemptor's nodes, best first (iterated once).  ``uncovered(i)`` tells the memo that
     node ``i``'s victims could not cover the preemptor."""
 
-    __slots__ = ("best", "ceiling", "entry", "queue", "task", "tests")
+    __slots__ = ("best", "ceiling", "entry", "keyed", "queue", "task", "tests")
 
     def __init__(
-        self, entry: _Walk, best: int, task: TaskInfo, queue: str, ceiling: VictimCeiling, tests: Tiers | None
+        self, entry: _Walk, best: int, task: TaskInfo, queue: str, ceiling: VictimCeiling, keyed: bool
     ) -> None:
         self.entry, self.best, self.task, self.queue = entry, best, task, queue
-        self.ceiling, self.tests = ceiling, tests
+        self.ceiling, self.keyed = ceiling, keyed
+        self.tests: Tiers | None = None  # made when a walked node first falls short
 
     def __iter__(self) -> Iterator[int]:
         return _walk(self.entry.masked, self.best)
 
     def uncovered(self, i: int) -> None:
-        if self.tests is not None and not self.ceiling.row_holds(self.task, self.queue, self.tests, i):
+        if not self.keyed:
+            return
+        if self.tests is None:
+            keyed = self.ceiling.keyed_tests(self.task, self.queue)
+            if keyed is None:
+                return
+            self.tests = keyed[1]
+        if not self.ceiling.row_holds(self.task, self.queue, self.tests, i):
             self.entry.veto(i, self.ceiling.row_jobs(i))
 
 
@@ -121,8 +129,8 @@ class WalkMemo:
     def order(self, task: TaskInfo, queue: str, room: FloatArray | None, ceiling: bool) -> Walk | None:
         """The nodes to walk, best first; None when no node is possible.  ``ceiling``: the
         victim ceiling may veto nodes (not for victims of the preemptor's own job)."""
-        keyed = self.ceiling.keyed_tests(task, queue) if ceiling else None
-        key = (queue, task.template_key, keyed[0] if keyed is not None else None, _bytes(room))
+        ceiling_key = self.ceiling.key(task, queue) if ceiling else None
+        key = (queue, task.template_key, ceiling_key, _bytes(room))
         changes, mark = self.ssn.nodes.changes, self.ceiling.dirty_mark
         walk = self._walks.get(key)
         if walk is None or len(walk.masked) != len(self.ssn.nodes.infos):
@@ -143,7 +151,7 @@ class WalkMemo:
         best = int(walk.masked.argmax())
         if walk.masked[best] == IMPOSSIBLE:
             return None
-        return Walk(walk, best, task, queue, self.ceiling, keyed[1] if keyed is not None else None)
+        return Walk(walk, best, task, queue, self.ceiling, ceiling_key is not None)
 
     def _full(self, task: TaskInfo, queue: str, room: FloatArray | None) -> FloatArray:
         possible = self.bound.candidates(task, queue) & ~self.verdicts.get(task)

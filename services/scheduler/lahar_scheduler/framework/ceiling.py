@@ -40,9 +40,9 @@ CouldName = Callable[["TaskInfo"], bool]
 Tiers = list[list[CouldName | None]]
 
 
-def _ceiling_of(fn: Any) -> Callable[[TaskInfo], tuple[Hashable, CouldName]] | None:
+def _ceiling_of(fn: Any, name: str = "victim_ceiling") -> Callable[[TaskInfo], Any] | None:
     owner = getattr(fn, "__self__", None)
-    got = getattr(owner, "victim_ceiling", None) if owner is not None else getattr(fn, "victim_ceiling", None)
+    got = getattr(owner, name, None) if owner is not None else getattr(fn, name, None)
     return got if callable(got) else None
 
 
@@ -70,6 +70,21 @@ class VictimCeiling:
         chain: Sequence[Sequence[Callable[..., Any]]] = ssn.chain(point)
         self.chain = [[_ceiling_of(fn) for fn in fns] for fns in chain]
         self.useful = any(c is not None for tier in self.chain for c in tier)
+        # A plugin may also give its ceiling's key alone (``victim_ceiling_key``: the same
+        # key, without making the test): then ``key`` asks only those.
+        keys = [
+            [_ceiling_of(fn, "victim_ceiling_key") if c is not None else None for fn, c in zip(fns, tier, strict=True)]
+            for fns, tier in zip(chain, self.chain, strict=True)
+        ]
+        self._keys = (
+            keys
+            if all(
+                (k is None) == (c is None)
+                for ks, cs in zip(keys, self.chain, strict=True)
+                for k, c in zip(ks, cs, strict=True)
+            )
+            else None
+        )
         self._entries: dict[Hashable, _Entry] = {}
         # Jobs that changed, in order (readers keep a read mark); resolved into rows only when
         # read (``dirty_rows``), as most changes are never read.
@@ -172,6 +187,18 @@ class VictimCeiling:
         self._queues.add(queue)
         key = (queue, tuple(tuple(p[0] if p is not None else None for p in tier) for tier in parts))
         return key, [[p[1] if p is not None else None for p in tier] for tier in parts]
+
+    def key(self, preemptor: TaskInfo, queue: str) -> Hashable | None:
+        """``keyed_tests``'s key (None: no ceiling known), through the plugins' key functions
+        when all have one: a preemptor's walk needs the key, and the tests only if a walked
+        node falls short."""
+        if self._keys is None:
+            keyed = self.keyed_tests(preemptor, queue)
+            return None if keyed is None else keyed[0]
+        if not self.useful:
+            return None
+        self._queues.add(queue)
+        return (queue, tuple(tuple(k(preemptor) if k is not None else None for k in tier) for tier in self._keys))
 
     def row_holds(self, preemptor: TaskInfo, queue: str, tests: Tiers, i: int) -> bool:
         """Whether node ``i``'s future idle plus its ceiling, computed now, could hold

@@ -37,5 +37,9 @@ class ConformancePlugin(Plugin):
     def victims_key(self, _: TaskInfo) -> str:
         return "conformance"
 
+    def victim_ceiling_key(self, _: TaskInfo) -> str:
+        """``victim_ceiling``'s key alone."""
+        return "conformance"
+
     def victim_ceiling(self, _: TaskInfo) -> tuple[str, Callable[[TaskInfo], bool]]:
         return "conformance", _ORDINARY

@@ -109,13 +109,21 @@ class DrfPlugin(Plugin):
                 victims.append(t)
         return victims, Vote.PERMIT
 
-    def preempt_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
-        """Could name: tasks whose job's share without them is at least the preemptor's request
-        alone (its share once placed can only be larger); see framework/ceiling.py."""
+    def _floor(self, preemptor: TaskInfo) -> float:
         # The floor reads the request and the cluster's total alone: once per task shape.
         floor = self._floors.get(preemptor.template_key)
         if floor is None:
             floor = self._floors[preemptor.template_key] = self.dominant(preemptor.resreq) - SHARE_DELTA
+        return floor
+
+    def preempt_ceiling_key(self, preemptor: TaskInfo) -> Hashable:
+        """``preempt_ceiling``'s key alone."""
+        return ("drf", self._floor(preemptor))
+
+    def preempt_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
+        """Could name: tasks whose job's share without them is at least the preemptor's request
+        alone (its share once placed can only be larger); see framework/ceiling.py."""
+        floor = self._floor(preemptor)
         attrs = self.attrs
         # One answer per job and request over the node dimensions (the only ones the share
         # reads); a test lives for one ceiling computation, during which no share changes.
@@ -262,6 +270,9 @@ class _Preemptable:
 
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         return self.plugin.preempt_ceiling(preemptor)
+
+    def victim_ceiling_key(self, preemptor: TaskInfo) -> Hashable:
+        return self.plugin.preempt_ceiling_key(preemptor)
 
     def victims_key(self, preemptor: TaskInfo) -> Hashable:
         """The answer depends on the preemptor's share once placed (and the candidates' jobs)."""

@@ -63,6 +63,10 @@ class GangPlugin(Plugin):
         """Only the candidates' jobs' ready counts matter, not the preemptor."""
         return "gang"
 
+    def victim_ceiling_key(self, _: TaskInfo) -> Hashable:
+        """``victim_ceiling``'s key alone."""
+        return "gang"
+
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs with more ready tasks than minMember."""
         jobs = self.ssn.jobs

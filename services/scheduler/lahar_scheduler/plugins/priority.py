@@ -67,6 +67,11 @@ class PriorityPlugin(Plugin):
         pjob = self.ssn.jobs.get(preemptor.job)
         return ("priority", None if pjob is None else pjob.priority)
 
+    def victim_ceiling_key(self, preemptor: TaskInfo) -> Hashable:
+        """``victim_ceiling``'s key alone."""
+        pjob = self.ssn.jobs.get(preemptor.job)
+        return None if pjob is None else ("priority", pjob.priority)
+
     def victim_ceiling(self, preemptor: TaskInfo) -> tuple[Hashable, Callable[[TaskInfo], bool]]:
         """Could name: tasks of jobs of at most the preemptor job's priority (equal only for its
         own job's tasks, which the test cannot tell apart without the job)."""
