@@ -27,7 +27,6 @@ from lahar_scheduler.actions.evictutil import (
     TaskFilter,
     UnresolvableCache,
     VictimBound,
-    fits_vector,
     need_vector,
     pending_tasks,
     preempt_nodes,
@@ -37,7 +36,7 @@ from lahar_scheduler.actions.evictutil import (
 from lahar_scheduler.actions.preempt_filters import OtherJobs, SameJob
 from lahar_scheduler.actions.preempt_topology import topology_preempt
 from lahar_scheduler.actions.preempt_walk import WalkMemo
-from lahar_scheduler.actions.scalar_fit import fits_with_each
+from lahar_scheduler.actions.scalar_fit import EPSILON, fits_with_each
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
@@ -396,16 +395,26 @@ class PreemptorFits:
     PredicateFn accepts it.  All three tests are pure (a conjunction), so the cheapest goes
     first: before the first eviction the node is full.  Callbacks are resolved once."""
 
-    __slots__ = ("allocatable", "nodes", "passes")
+    __slots__ = ("allocatable", "needs", "nodes", "passes")
 
     def __init__(self, ssn: Session) -> None:
         self.allocatable = ssn.caller(P.ALLOCATABLE)
         self.passes = NodePasses(ssn)
         self.nodes = ssn.nodes
+        # Per preemptor, the columns ``fits_vector`` reads and its request on them as floats:
+        # asked twice or more per preemptor, numpy's scalar reads were most of the check.
+        self.needs: dict[str, list[tuple[int, float]]] = {}
 
     def __call__(self, queue: QueueInfo, preemptor: TaskInfo, node: NodeInfo) -> bool:
-        if not fits_vector(preemptor, self.nodes.future[node.index]):
-            return False
+        need = self.needs.get(preemptor.uid)
+        if need is None:
+            init = preemptor.init_vec.tolist()
+            need = self.needs[preemptor.uid] = [(c, init[c]) for c in preemptor.fit_cols.tolist()]
+        have = self.nodes.future[node.index].tolist()
+        # fits_vector, on the same float64 values (a Python float is one).
+        for c, amount in need:
+            if not amount < have[c] + EPSILON:
+                return False
         if not self.allocatable(queue, preemptor):
             return False
         return self.passes(preemptor, node.index)
