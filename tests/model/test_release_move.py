@@ -83,3 +83,29 @@ def test_an_eviction_move_leaves_the_rows_as_off_and_on_again(objs: list[Any], s
     assert state(fast) == state(slow)
     # Each evicted task's node is listed as changed, for every cache that reads the changes.
     assert set(fast.nodes.changes[before:]) == {fast.nodes.by_name[fast.tasks[k].node_name].index for k in picked}
+
+
+@settings(max_examples=80, deadline=None)
+@given(contended(), st.integers(0, 2**16))
+def test_an_eviction_is_the_move_then_out_of_the_scorers_view(objs: list[Any], seed: int) -> None:
+    """``Snapshot.release`` (what a statement's evict does) against the plain move to Releasing
+    followed by ``set_scored(task, False)``, tasks already out of the view included."""
+    snaps = []
+    for _ in range(2):
+        snap = snapshot(objs)
+        fractional_everywhere(snap, seed)
+        snaps.append(snap)
+    fast, slow = snaps
+    rng = random.Random(seed)
+    placed = [k for k in sorted(fast.tasks) if fast.tasks[k].node_name]
+    picked = rng.sample(placed, rng.randint(0, len(placed)))
+    for k in picked:
+        fast.release(fast.tasks[k])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NodeTable, "release", plain_release)
+        for k in picked:
+            t = slow.tasks[k]
+            slow.move(t, S.RELEASING, t.node_name)
+            slow.nodes.set_scored(t, False)
+    assert state(fast) == state(slow)
+    assert all(fast.tasks[k].unscored and fast.tasks[k].status == S.RELEASING for k in picked)

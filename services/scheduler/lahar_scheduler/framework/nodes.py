@@ -271,12 +271,13 @@ class NodeTable:
         self.row_version[i] += 1
         self.changes.append(i)
 
-    def release(self, node: NodeInfo, task: TaskInfo) -> None:
+    def release(self, node: NodeInfo, task: TaskInfo, unscore: bool = False) -> None:
         """``remove_task`` then ``add_task`` of a task on ``node`` whose status goes from one
         that holds the node (Allocated, Binding, Bound, Running) to Releasing (an eviction), the
-        task has no cards.  The same operations on every array, in the same order (``x - v + v``
-        is not always ``x`` in floats), with each row view made once, the pod count and the
-        node's task order left as the two calls leave them."""
+        task has no cards; with ``unscore``, then ``set_scored(task, False)``.  The same
+        operations on every array, in the same order (``x - v + v`` is not always ``x`` in
+        floats), with each row view made once, the pod count and the node's task order left as
+        the calls leave them."""
         i = node.index
         vec = task.res_vec
         row = self.future[i]
@@ -295,6 +296,11 @@ class NodeTable:
             row = self.nonzero[i]
             row -= nonzero
             row += nonzero
+            if unscore:
+                row -= nonzero
+                row = self.requested[i]
+                row -= init
+                task.unscored = True
         row = self.releasing[i]
         row += vec
         tasks = node.tasks

@@ -446,6 +446,15 @@ class Session:
             self._touched[key] = (task, task.status, task.node_name)
         self.snapshot.move(task, status, node_name)
 
+    def release(self, task: TaskInfo) -> None:
+        """``move(task, Releasing, task.node_name)`` then ``set_scored(task, False)``: an
+        eviction, through ``Snapshot.release``."""
+        key = id(task)
+        if key not in self._touched:
+            self._touched[key] = (task, task.status, task.node_name)
+        self.snapshot.release(task)
+        self._unscored[key] = task
+
     def set_scored(self, task: TaskInfo, scored: bool) -> None:
         """Take an evicted victim out of the scorers' node view, or put it back (see NodeTable)."""
         if scored:

@@ -606,6 +606,22 @@ class Snapshot:
         if new_node is not None and status not in _OFF_NODE:
             self.nodes.add_task(new_node, task)
 
+    def release(self, task: TaskInfo) -> None:
+        """An eviction: ``move(task, Releasing, task.node_name)``, then the task out of the
+        scorers' view (``NodeTable.set_scored(task, False)``), in one pass over the node's rows
+        when the task holds its node."""
+        node = self.nodes.by_name.get(task.node_name) if task.node_name else None
+        if node is not None and task.uid in node.tasks and task.status in _PLAIN and task.cards is None:
+            self.nodes.release(node, task, unscore=True)
+            job = self.jobs.get(task.job)
+            if job is not None:
+                job.update_status(task, _RELEASING)
+            else:
+                task.status = _RELEASING
+            return
+        self.move(task, _RELEASING, task.node_name)
+        self.nodes.set_scored(task, False)
+
     def move_off(self, moves: list[tuple[TaskInfo, TaskStatus]]) -> None:
         """``move(task, status, "")`` for each in order (a session's close sending its
         uncommitted placements back to Pending), with the node rows changed in one batch.

@@ -57,8 +57,7 @@ class Statement:
         self.operations.append(Operation(Op.PIPELINE, task))
 
     def evict(self, task: TaskInfo, reason: str) -> None:
-        self.ssn.move(task, S.RELEASING, task.node_name)
-        self.ssn.set_scored(task, False)
+        self.ssn.release(task)  # to Releasing on its node, out of the scorers' view
         self.ssn.fire_deallocate(task)
         self.operations.append(Operation(Op.EVICT, task, reason))
 
