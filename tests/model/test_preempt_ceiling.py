@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -156,3 +157,34 @@ def test_a_job_changing_on_one_node_refreshes_its_other_nodes() -> None:
     assert on_n1() == 0  # now at minMember: gang names nothing of r
     stmt.discard()
     assert on_n1() == 4000
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(contended())
+def test_a_rows_holding_check_is_the_vector_rows(objs: list[Any]) -> None:
+    """``row_holds`` (the walk memo's one-row question, in Python floats) answers what
+    ``fits_vector`` over future idle plus the ceiling's vector row answers, for every pending
+    task and node, with the grouped and the per-task tests."""
+    from builders import open_session
+    from lahar_scheduler.actions.evictutil import preemptable_in_queue
+    from lahar_scheduler.framework import points as P
+    from lahar_scheduler.framework.predicate import fits_vector
+    from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES, TaskStatus
+
+    ssn = open_session(objs, CONF)
+    ceiling = VictimCeiling(ssn, P.PREEMPTABLE, preemptable_in_queue(ssn), PREEMPTABLE_STATUSES)
+    asked = 0
+    for job in ssn.jobs.values():
+        for t in job.tasks_in(TaskStatus.PENDING):
+            keyed = ceiling.keyed_tests(t, job.queue)
+            assert keyed is not None
+            for tests in (
+                keyed[1],
+                [[None if c is None else (lambda x, c=c: c(x)) for c in tier] for tier in keyed[1]],
+            ):
+                for i in range(len(ssn.node_list)):
+                    rows = ceiling._compute(job.queue, tests, np.array([i], dtype=np.intp))
+                    want = fits_vector(t, ssn.nodes.future[i] + rows[0])
+                    assert ceiling.row_holds(t, job.queue, tests, i) == want
+                    asked += 1
+    assert asked or not any(j.tasks_in(TaskStatus.PENDING) for j in ssn.jobs.values())

@@ -203,8 +203,19 @@ class VictimCeiling:
     def row_holds(self, preemptor: TaskInfo, queue: str, tests: Tiers, i: int) -> bool:
         """Whether node ``i``'s future idle plus its ceiling, computed now, could hold
         ``preemptor``: when not, walking the node finds victims that cannot cover it."""
-        values = self._compute(queue, tests, np.array([i], dtype=np.intp))[0]
-        return fits_vector(preemptor, self.ssn.nodes.future[i] + values)
+        # ``fits_vector(preemptor, future[i] + _compute(...)[0])`` on the columns it reads, in
+        # Python floats (the same float64 additions and maxima: one row through numpy cost a
+        # zeros row and a handful of small operations per tier).
+        tasks = [t for t in self.ssn.nodes.infos[i].tasks.values() if self.counts(t, queue)]
+        grouped = all(test is None or getattr(test, SHAPE_WISE, False) for tier in tests for test in tier)
+        cols = preemptor.fit_cols.tolist()
+        best = _row_columns(_groups(tasks) if grouped else [(t, 1) for t in tasks], tests, cols) if tasks else None
+        have, need = self.ssn.nodes.future[i].tolist(), preemptor.init_vec.tolist()
+        for k, c in enumerate(cols):
+            held = have[c] + best[k] if best is not None else have[c] + 0.0
+            if not need[c] < held + 0.1:
+                return False
+        return True
 
     def _entry(self, preemptor: TaskInfo, queue: str) -> _Entry | None:
         keyed = self.keyed_tests(preemptor, queue)
@@ -285,6 +296,40 @@ def _row(groups: list[tuple[TaskInfo, int]], tiers: Tiers, width: int) -> FloatA
         for s in sums:
             best = np.maximum(best, s)
     return best
+
+
+def _row_columns(groups: list[tuple[TaskInfo, int]], tiers: Tiers, cols: list[int]) -> list[float]:
+    """``_row`` on columns ``cols`` only, in Python floats: the same sums in the same order
+    (a group of ``n`` adds its request times ``n``), the same maximum over tiers from zero."""
+    best = [0.0] * len(cols)
+    total: list[float] | None = None
+    for tier in tiers:
+        if not tier:
+            continue
+        sums: list[list[float]] = []
+        for test in tier:
+            chosen = groups if test is None else [g for g in groups if test(g[0])]
+            if test is not None and not chosen:
+                sums = []
+                break
+            if len(chosen) == len(groups):
+                if total is None:
+                    total = _sum_columns(groups, cols)
+                sums.append(total)
+            else:
+                sums.append(_sum_columns(chosen, cols))
+        for s in sums:
+            best = [b if b >= v else v for b, v in zip(best, s, strict=True)]
+    return best
+
+
+def _sum_columns(groups: list[tuple[TaskInfo, int]], cols: list[int]) -> list[float]:
+    out = [0.0] * len(cols)
+    for t, n in groups:
+        vec = t.res_vec.tolist()
+        for k, c in enumerate(cols):
+            out[k] += vec[c] if n == 1 else vec[c] * n
+    return out
 
 
 def _sum(groups: list[tuple[TaskInfo, int]], width: int) -> FloatArray:
