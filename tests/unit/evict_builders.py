@@ -256,13 +256,14 @@ def unpruned() -> Iterator[None]:
     import numpy as np
 
     from lahar_scheduler.actions import evictutil, preempt, reclaim
+    from lahar_scheduler.framework import victims
 
     counter = itertools.count()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(
             evictutil.VictimBound, "candidates", lambda self, task, key: np.ones(len(self.ssn.nodes), dtype=bool)
         )
-        mp.setattr(preempt, "eviction_need", lambda ssn, queue, task: None)
+        mp.setattr(victims, "eviction_need", lambda ssn, queue, task: None)  # what NeedMemo asks
         mp.setattr(preempt, "shape_key", lambda task, kind: (next(counter),))
         mp.setattr(reclaim, "shape_key", lambda task, kind: (next(counter),))
         yield

@@ -113,6 +113,10 @@ class PreemptAction(Action):
         # while every preemptor settles on its first node, it would spare nothing.
         self.wasteful = False
         self.fits = PreemptorFits(ssn)
+        # Points asked per preemptor or per node walked, their chains resolved once.
+        self.starving = ssn.caller(P.JOB_STARVING)
+        self.pre_predicate = ssn.caller(P.PRE_PREDICATE)
+        self.victims = ssn.caller(P.PREEMPTABLE)
         self.needs: NeedMemo[FloatArray] = NeedMemo(ssn, lambda need: need_vector(ssn, need))
         self.salt = ssn.rng.getrandbits(32)
         # Per victim job, its tasks' sort key (None: none; see _victim_order).
@@ -147,7 +151,7 @@ class PreemptAction(Action):
             # fail the same way, so it is not tried again (state changes only when one succeeds).
             failed: set[tuple[object, ...]] = set()
             pending = tasks[job.uid]
-            while ssn.call(P.JOB_STARVING, job) and not pending.empty():
+            while self.starving(job) and not pending.empty():
                 preemptor = pending.pop()
                 key = shape_key(preemptor, "jobs")
                 if key in failed:
@@ -197,7 +201,7 @@ class PreemptAction(Action):
             if preemptor.preemption_policy == NEVER:
                 return self._miss(preemptor, "its preemptionPolicy is Never, so it evicts nothing")
             return self._miss(preemptor, "it waits for its nominated node to free up")
-        err = ssn.call(P.PRE_PREDICATE, preemptor)
+        err = self.pre_predicate(preemptor)
         if err is not None:
             return self._miss(preemptor, err)
         job = ssn.jobs[preemptor.job]
@@ -297,7 +301,7 @@ class PreemptAction(Action):
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
         for i in walk:
             node = ssn.node_list[i]
-            victims = ssn.call(P.PREEMPTABLE, preemptor, [t for t in node.tasks.values() if keep(t)])
+            victims = self.victims(preemptor, [t for t in node.tasks.values() if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             # victims_cover (ValidateVictims), as its scalar twin.
             if not fits_with_each(preemptor, ssn.nodes.future[i], victims, self.walks.requests):
