@@ -47,6 +47,11 @@ class ReclaimAction(Action):
         self.bound = ReclaimBound(ssn)
         self.verdicts = UnresolvableCache(ssn)
         self.walks = ReclaimWalk(ssn, self.bound, self.verdicts)
+        # Points asked per reclaimer or per walked node, their chains resolved once.
+        self.starving = ssn.caller(P.JOB_STARVING)
+        self.preemptive = ssn.caller(P.PREEMPTIVE)
+        self.pre_predicate = ssn.caller(P.PRE_PREDICATE)
+        self.reclaimable = ssn.caller(P.RECLAIMABLE)
         # Per victim job, its tasks' sort key (None: no key; see _first_victim).
         self._task_keys: dict[str, Callable[[TaskInfo], Any] | None] = {}
         self._key_values: dict[str, Any] = {}  # per task uid, its key (see _first_victim)
@@ -109,15 +114,15 @@ class ReclaimAction(Action):
         stmt = ssn.statement()
         failed: set[tuple[object, ...]] = set()
         miss = ""  # why the last task tried found nothing to reclaim
-        while ssn.call(P.JOB_STARVING, job) and not pending.empty():
+        while self.starving(job) and not pending.empty():
             task = pending.pop()
             if task.preemption_policy == NEVER:
                 miss = f"task {task.name}: its preemptionPolicy is Never, so it evicts nothing"
                 continue
-            if not ssn.call(P.PREEMPTIVE, queue, [task]):
+            if not self.preemptive(queue, [task]):
                 miss = f"task {task.name} (asks {task.resreq}): queue {queue.name} may not grow by it (deserved share)"
                 continue
-            err = ssn.call(P.PRE_PREDICATE, task)
+            err = self.pre_predicate(task)
             if err is not None:
                 miss = f"task {task.name}: {err}"
                 continue
@@ -154,7 +159,7 @@ class ReclaimAction(Action):
             if not reclaimees:
                 continue
             node = ssn.node_list[i]
-            victims = ssn.call(P.RECLAIMABLE, task, reclaimees)
+            victims = self.reclaimable(task, reclaimees)
             if not fits_with_each(task, ssn.nodes.future[i], victims, self.walks.requests):  # ValidateVictims
                 continue
             if self._evict_until_fits(ssn, stmt, task, node, victims):
