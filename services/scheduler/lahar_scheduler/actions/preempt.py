@@ -153,13 +153,14 @@ class PreemptAction(Action):
             pending = tasks[job.uid]
             while self.starving(job) and not pending.empty():
                 preemptor = pending.pop()
-                key = shape_key(preemptor, "jobs")
-                if key in failed:
+                # The key is built only when it is asked (mostly no shape has failed): what it
+                # reads of the pod does not change in a session.
+                if failed and shape_key(preemptor, "jobs") in failed:
                     continue
                 if self.preempt(ssn, stmt, preemptor, other_jobs_filter(ssn, preemptor, queue.uid)):
                     failed.clear()
                 else:
-                    failed.add(key)
+                    failed.add(shape_key(preemptor, "jobs"))
             if ssn.call(P.JOB_PIPELINED, job):
                 if stmt.has_evictions():
                     ssn.decision(job).verdicts["preempt"] = "evicted tasks of other jobs in the queue"
