@@ -300,9 +300,11 @@ class PreemptAction(Action):
         """Evict on the walked nodes until the preemptor fits; ``uncovered(i)`` hears of each
         node whose victims could not cover it (the walk memo's lazy ceiling)."""
         queue = ssn.queues[ssn.jobs[preemptor.job].queue]
+        select = keep.select if isinstance(keep, OtherJobs) else None
         for i in walk:
             node = ssn.node_list[i]
-            victims = self.victims(preemptor, [t for t in node.tasks.values() if keep(t)])
+            tasks = node.tasks.values()
+            victims = self.victims(preemptor, select(tasks) if select is not None else [t for t in tasks if keep(t)])
             ssn.result.stats.preemption_victims = len(victims)  # Volcano: per node considered
             # victims_cover (ValidateVictims), as its scalar twin.
             if not fits_with_each(preemptor, ssn.nodes.future[i], victims, self.walks.requests):

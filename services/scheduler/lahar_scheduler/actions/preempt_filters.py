@@ -4,6 +4,7 @@ the other-jobs filter) recognise it by type and read what it was made for."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
@@ -33,6 +34,20 @@ class OtherJobs:
             return False
         job = self.ssn.jobs.get(t.job)
         return job is not None and job.queue == self.queue and t.job != self.preemptor.job
+
+    def select(self, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
+        """The tasks this filter keeps, in order: ``[t for t in tasks if self(t)]`` in one loop
+        (asked for every walked node, whose pipelined and releasing tasks go first)."""
+        preemptor, jobs, queue = self.preemptor, self.ssn.jobs, self.queue
+        mine, best_effort = preemptor.job, preemptor.best_effort
+        out = []
+        for t in tasks:
+            if t.status not in PREEMPTABLE_STATUSES or not t.preemptable or (best_effort and not t.best_effort):
+                continue
+            job = jobs.get(t.job)
+            if job is not None and job.queue == queue and t.job != mine:
+                out.append(t)
+        return out
 
 
 class SameJob:
