@@ -178,12 +178,23 @@ def _tier_victims(fns: Sequence[Callable[..., Any]], args: tuple[Any, ...]) -> l
         if not init:
             victims = list(got)
             init = True
-        else:
+        elif victims is not None and not _same_tasks(got, victims):
             keep = {id(t) for t in got}
-            victims = [t for t in victims or [] if id(t) in keep]
+            victims = [t for t in victims if id(t) in keep]
         if not victims:
             init = False  # Volcano's quirk: an empty intersection re-seeds from the next plugin
     return victims
+
+
+def _same_tasks(got: list[TaskInfo], victims: list[TaskInfo]) -> bool:
+    """The same tasks in the same order: then the intersection is ``victims`` as it is (the
+    common case: every plugin of a tier names every candidate)."""
+    if len(got) != len(victims):
+        return False
+    for a, b in zip(got, victims, strict=True):
+        if a is not b:
+            return False
+    return True
 
 
 def predicate_filter(chain: Chain, args: tuple[Any, ...]) -> Filtered:
