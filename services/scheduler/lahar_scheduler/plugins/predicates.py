@@ -199,6 +199,9 @@ class PredicatesPlugin(Plugin):
         self.opts: PredicatesArgs = self.args or PredicatesArgs()
         self.table = ssn.nodes
         self.stable = StableFilters(ssn.nodes, self.opts)
+        # Per task, whether its pod asks host ports (its spec does not change in a session):
+        # the one-node check below is asked for every node a preemptor's walk refreshes.
+        self._asks_ports: dict[str, bool] = {}
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
         # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.  (No
         # pod with pod affinity of any kind in the snapshot: no need to look at every placed one.)
@@ -325,9 +328,15 @@ class PredicatesPlugin(Plugin):
             return False
         if any(f.mask[i] for f in self.stable.for_task(task)):
             return False
-        if self.opts.node_ports and _host_ports(task.pod):
+        if self.opts.node_ports and self._asks_host_ports(task):
             return bool(self.passes(task, np.array([i], dtype=np.intp))[0])
         return True
+
+    def _asks_host_ports(self, task: TaskInfo) -> bool:
+        asks = self._asks_ports.get(task.uid)
+        if asks is None:
+            asks = self._asks_ports[task.uid] = bool(_host_ports(task.pod))
+        return asks
 
     def passes(self, task: TaskInfo, idx: IntArray) -> BoolArray:
         table = self.table
