@@ -53,6 +53,7 @@ class NodeOrderPlugin(Plugin):
         # The raw taint scores per shape, and whether any node has a PreferNoSchedule taint the
         # pod does not tolerate (asked once per shape instead of per task).
         self._taint_raw: dict[bytes, tuple[IntArray, bool]] = {}
+        self._pod_local: dict[str, bool] = {}  # per task: scores_local as far as its pod goes
         self.with_affinity = (
             sum(1 for t, _ in self.topo.placed() if _has_pod_affinity(t)) if ssn.snapshot.pod_affinity_tasks else 0
         )
@@ -124,10 +125,20 @@ class NodeOrderPlugin(Plugin):
         """Whether ``score`` gives each node what it would give it among any other candidates:
         true when only the resource scores (row-local) and a constant taint score apply, none
         of the scores normalised over the candidate set (``Session.scores_local``)."""
+        if self.w.pod_affinity and self.with_affinity:
+            return False
+        # The rest reads the pod alone, which does not change in a session: kept per task
+        # (preempt asks for every preemptor).
+        got = self._pod_local.get(task.uid)
+        if got is None:
+            got = self._pod_local[task.uid] = self._pod_scores_local(task)
+        return got
+
+    def _pod_scores_local(self, task: TaskInfo) -> bool:
         w, pod = self.w, task.pod
         if w.node_affinity and scores.preferred_terms(pod):
             return False
-        if w.pod_affinity and (self.with_affinity or _has_pod_affinity(task)):
+        if w.pod_affinity and _has_pod_affinity(task):
             return False
         if w.taint_toleration and self._taint(task)[1]:
             return False
