@@ -202,6 +202,7 @@ class PredicatesPlugin(Plugin):
         # Per task, whether its pod asks host ports (its spec does not change in a session):
         # the one-node check below is asked for every node a preemptor's walk refreshes.
         self._asks_ports: dict[str, bool] = {}
+        self._pod_local: dict[str, bool] = {}  # per task: is_local as far as its pod goes
         self.topo = TopologyIndex(ssn.nodes, ssn.snapshot.namespace_labels)
         # Pods on nodes with required anti-affinity terms: they can reject an incoming pod.  (No
         # pod with pod affinity of any kind in the snapshot: no need to look at every placed one.)
@@ -273,17 +274,21 @@ class PredicatesPlugin(Plugin):
 
     def is_local(self, task: TaskInfo) -> bool:
         """Verdicts on node n depend only on node n unless affinity or spreading is involved."""
-        pod = task.pod
+        # What the pod asks does not change in a session: kept per task (preempt asks for every
+        # preemptor and every node it rechecks); the placed pods' anti-affinity is read afresh.
+        local = self._pod_local.get(task.uid)
+        if local is None:
+            local = self._pod_local[task.uid] = self._pod_is_local(task.pod)
+        if not local:
+            return False
+        return not (self.opts.pod_affinity and self.anti and self._existing_anti_applies(task))
+
+    def _pod_is_local(self, pod: Pod) -> bool:
         if self.opts.pod_topology_spread and pod.spec.topology_spread_constraints:
             return False
         if self.dra is not None and has_claims(pod):
             return False  # devices one task takes change what the others see on shared slices
-        if self.opts.pod_affinity:
-            if _required_terms(pod, anti=False) or _required_terms(pod, anti=True):
-                return False
-            if self.anti and self._existing_anti_applies(task):
-                return False
-        return True
+        return not (self.opts.pod_affinity and (_required_terms(pod, anti=False) or _required_terms(pod, anti=True)))
 
     def _existing_anti_applies(self, task: TaskInfo) -> bool:
         meta = task.pod.metadata
