@@ -9,6 +9,7 @@ dispatches, and mypy checks both against the point's signature.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -189,12 +190,7 @@ def _tier_victims(fns: Sequence[Callable[..., Any]], args: tuple[Any, ...]) -> l
 def _same_tasks(got: list[TaskInfo], victims: list[TaskInfo]) -> bool:
     """The same tasks in the same order: then the intersection is ``victims`` as it is (the
     common case: every plugin of a tier names every candidate)."""
-    if len(got) != len(victims):
-        return False
-    for a, b in zip(got, victims, strict=True):
-        if a is not b:
-            return False
-    return True
+    return len(got) == len(victims) and all(map(operator.is_, got, victims))
 
 
 def predicate_filter(chain: Chain, args: tuple[Any, ...]) -> Filtered:
