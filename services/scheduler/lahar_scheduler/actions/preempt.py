@@ -353,7 +353,7 @@ class PreemptAction(Action):
         one sort by the task key, an exact twin of the order ending with the uid, stands in for
         the heap's comparisons.  Otherwise the heap, which sees job orders as they move."""
         first = victims[0].job if victims else ""
-        if all(v.job == first and v.index is not None for v in victims):
+        if _one_job(victims, first):
             key = self._task_keys.get(first, _UNKNOWN)
             if key is _UNKNOWN:
                 # Made over all the job's tasks: every creation stamp a victim may carry parses.
@@ -378,6 +378,15 @@ class PreemptAction(Action):
 
 
 _UNKNOWN: Any = object()
+
+
+def _one_job(victims: list[TaskInfo], job: str) -> bool:
+    """Every victim of ``job``, each with a task index (a loop: a generator would be a frame
+    of its own, on Python 3.11)."""
+    for v in victims:  # noqa: SIM110 - see above
+        if v.job != job or v.index is None:
+            return False
+    return True
 
 
 def _popped(order: PriorityQueue[TaskInfo]) -> Iterator[TaskInfo]:

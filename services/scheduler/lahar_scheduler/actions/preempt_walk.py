@@ -174,7 +174,10 @@ class WalkMemo:
             # order), then UnresolvableCache, then VictimBound.covering, in scalar twins.
             ok = fits_with_sum(task, future[r], counted, requests) and not self.verdicts.row(task, r)
             if ok and needs:
-                ok = all(column_sum(counted, c, requests) >= need for c, need in needs)
+                for c, need in needs:  # a loop: a generator would be a frame of its own
+                    if not column_sum(counted, c, requests) >= need:
+                        ok = False
+                        break
             masked[r] = scores[j] if ok else IMPOSSIBLE
 
     def needed(self, room: FloatArray | None) -> list[tuple[int, float]]:

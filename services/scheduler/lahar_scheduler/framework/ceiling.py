@@ -198,7 +198,14 @@ class VictimCeiling:
         if not self.useful:
             return None
         self._queues.add(queue)
-        return (queue, tuple(tuple(k(preemptor) if k is not None else None for k in tier) for tier in self._keys))
+        # Loops, not nested generators (each a frame of its own): asked once per preemptor.
+        tiers = []
+        for tier in self._keys:
+            keys = []
+            for k in tier:
+                keys.append(k(preemptor) if k is not None else None)
+            tiers.append(tuple(keys))
+        return (queue, tuple(tiers))
 
     def row_holds(self, preemptor: TaskInfo, queue: str, tests: Tiers, i: int) -> bool:
         """Whether node ``i``'s future idle plus its ceiling, computed now, could hold

@@ -102,7 +102,10 @@ def fits_vector(task: TaskInfo, have: FloatArray) -> bool:
     """``LessEqual(InitResreq, have, Zero)`` for one node's vector (epsilon 0.1): ``fits_rows``
     for one row, without numpy's per-call cost."""
     need = task.init_vec
-    return all(need[c] < have[c] + 0.1 for c in task.fit_cols.tolist())
+    for c in task.fit_cols.tolist():  # noqa: SIM110 - a generator would be a frame of its own
+        if not need[c] < have[c] + 0.1:
+            return False
+    return True
 
 
 def fits_rows(task: TaskInfo, have: FloatArray) -> BoolArray:
