@@ -56,7 +56,12 @@ def consulted(flag: str | tuple[str, ...] | None, enabled: Callable[[str], bool]
 
 
 def flat(chain: Chain) -> list[Callable[..., Any]]:
-    return [fn for fns in chain for fn in fns]
+    # extend, not a comprehension (a frame of its own on Python 3.11): asked per task by
+    # Session.predicates_local and scores_local.
+    out: list[Callable[..., Any]] = []
+    for fns in chain:
+        out.extend(fns)
+    return out
 
 
 # -- combiners ---------------------------------------------------------------------------------

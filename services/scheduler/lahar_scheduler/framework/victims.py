@@ -132,7 +132,10 @@ class NeedMemo(Generic[T]):
         may be shared between calls: callers must not change them."""
         if self.keys is None:
             return self._fresh(queue, task)
-        key = tuple(k(queue, task) for k in self.keys)
+        parts = []
+        for k in self.keys:  # a loop: a generator would be a frame of its own
+            parts.append(k(queue, task))
+        key = tuple(parts)
         kept = self._kept
         if key in kept:
             return kept[key]
