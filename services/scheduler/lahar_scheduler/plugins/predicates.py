@@ -331,8 +331,9 @@ class PredicatesPlugin(Plugin):
         table = self.table
         if self.pods[i] >= table.max_pods[i]:
             return False
-        if any(f.mask[i] for f in self.stable.for_task(task)):
-            return False
+        for f in self.stable.for_task(task):  # a loop: a generator would be a frame of its own
+            if f.mask[i]:
+                return False
         if self.opts.node_ports and self._asks_host_ports(task):
             return bool(self.passes(task, np.array([i], dtype=np.intp))[0])
         return True
