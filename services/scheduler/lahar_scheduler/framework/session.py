@@ -164,6 +164,9 @@ class Session:
         self.result = SessionResult()
         self._registered: dict[str, dict[str, Any]] = {name: {} for name in POINTS}
         self._chains: dict[str, Chain] = {}
+        # Per point, its callbacks' locality checks (predicates_local, scores_local: asked per
+        # task; callbacks are registered only while the session opens, see ``add``).
+        self._local_checks: dict[str, list[Callable[[TaskInfo], bool] | None]] = {}
         self._handlers: list[EventHandler] = []
         self._on_allocate: list[Callable[[TaskInfo], None]] = []
         self._on_deallocate: list[Callable[[TaskInfo], None]] = []
@@ -275,6 +278,7 @@ class Session:
             raise RuntimeError("callbacks are registered from on_session_open")
         self._registered[point.name][self._option.name] = fn
         self._chains.pop(point.name, None)
+        self._local_checks.pop(point.name, None)
 
     def call(self, point: Point[Q, Any, R], *args: Q.args, **kwargs: Q.kwargs) -> R:
         """Dispatch to the point's callbacks, combined by the point's rule."""
@@ -420,8 +424,10 @@ class Session:
     def predicates_local(self, task: TaskInfo) -> bool:
         """True when every predicate's verdict on a node depends only on that node and the task,
         so verdicts may be cached per node (callbacks say so through an ``is_local`` method)."""
-        for fn in self.callbacks(PREDICATE):
-            local = getattr(fn, "is_local", None)
+        checks = self._local_checks.get(PREDICATE.name)
+        if checks is None:
+            checks = self._local_checks[PREDICATE.name] = [_method(fn, "is_local") for fn in self.callbacks(PREDICATE)]
+        for local in checks:  # noqa: SIM110 - all() over a generator is a frame more per task
             if local is None or not local(task):
                 return False
         return True
@@ -431,9 +437,10 @@ class Session:
         candidates (no normalisation over the set), so scores taken over all nodes stand for
         scores over any subset.  Callbacks say so through a ``scores_local`` method, on
         themselves or, for a bound method, on their plugin."""
-        for fn in self.callbacks(NODE_ORDER):
-            owner = getattr(fn, "__self__", None)
-            check = getattr(fn if owner is None else owner, "scores_local", None)
+        checks = self._local_checks.get(NODE_ORDER.name)
+        if checks is None:
+            checks = self._local_checks[NODE_ORDER.name] = [_scores_local_of(fn) for fn in self.callbacks(NODE_ORDER)]
+        for check in checks:  # noqa: SIM110 - as above
             if check is None or not check(task):
                 return False
         return True
@@ -654,6 +661,18 @@ class Session:
         if off:
             self.snapshot.move_off(off)
         self._touched.clear()
+
+
+def _method(fn: Callable[..., Any], name: str) -> Callable[[TaskInfo], bool] | None:
+    got = getattr(fn, name, None)
+    return got if callable(got) else None
+
+
+def _scores_local_of(fn: Callable[..., Any]) -> Callable[[TaskInfo], bool] | None:
+    """A node-order callback's ``scores_local``, on itself or, for a bound method, its plugin."""
+    owner = getattr(fn, "__self__", None)
+    check = getattr(fn if owner is None else owner, "scores_local", None)
+    return check if callable(check) else None
 
 
 # Summed in the frozenset's own order, as the per-status loop always summed them.
