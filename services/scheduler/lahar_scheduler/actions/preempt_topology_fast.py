@@ -525,20 +525,13 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
         if not need[j] < total + 0.1:
             cover = False
             break
-
-    def fits(have: list[float], alloc: list[float]) -> bool:
-        for j, c in enumerate(need):
-            if not c < have[j] + 0.1:
-                return False
-        return not any(alloc[j] + request[j] > deserved[j] for j in range(len(alloc)))
-
     removed = 0
     for k in range(m):
         vec, qvec = res[k], queue[k]
         have = [have[j] + vec[c] for j, c in enumerate(cols)]
         alloc = [alloc[j] - qvec[c] for j, c in enumerate(qcols)]
         removed = k + 1
-        if fits(have, alloc):
+        if _fits(need, have, alloc, request, deserved):
             break
     chosen: list[int] = []
     if cover:
@@ -546,7 +539,7 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
             vec, qvec = res[k], queue[k]
             back_have = [have[j] - vec[c] for j, c in enumerate(cols)]
             back_alloc = [alloc[j] + qvec[c] for j, c in enumerate(qcols)]
-            if fits(back_have, back_alloc):
+            if _fits(need, back_have, back_alloc, request, deserved):
                 have, alloc = back_have, back_alloc
             else:
                 have = [back_have[j] + vec[c] for j, c in enumerate(cols)]
@@ -555,16 +548,32 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     _take_row(out, r, int(view.filled[r]), chosen, row.prio, row.start)
 
 
+def _fits(
+    need: list[float], have: list[float], alloc: list[float], request: list[float], deserved: list[float]
+) -> bool:
+    """``dry_run``'s fit test for one row: the node's room, then the queue's."""
+    # Index loops: zip(strict=True) parses its keyword on every call, all() runs a generator.
+    for j, n in enumerate(need):
+        if not n < have[j] + 0.1:
+            return False
+    for j, a in enumerate(alloc):
+        if a + request[j] > deserved[j]:
+            break
+    else:
+        return True
+    return False
+
+
 def _take_row(out: Outcome, r: int, filled: int, chosen: list[int], prio: list[int], start: list[float]) -> None:
     """One row's dry run into ``out``: the chosen positions (descending) and kube's criteria."""
     out.at[r] = filled
     out.cand[r] = bool(chosen)
-    flags = [False] * out.chosen.shape[1]
-    for k in chosen:
-        flags[k] = True
-    out.chosen[r] = flags
+    mask = out.chosen
+    mask[r] = False
     if not chosen:
         return
+    for k in chosen:
+        mask[r, k] = True
     highest = max(prio[k] for k in chosen)
     criteria = out.criteria
     criteria[0][r] = -prio[chosen[0]]
