@@ -136,8 +136,11 @@ class VictimBound:
 
     def countable(self, key: str, i: int) -> list[TaskInfo]:
         """Node ``i``'s tasks that count for ``key``, in node order (what its bound row sums)."""
-        counts = self.counts
-        return [t for t in self.ssn.nodes.infos[i].tasks.values() if counts(t, key)]
+        counts, out = self.counts, []
+        for t in self.ssn.nodes.infos[i].tasks.values():  # a loop: a comprehension is a frame on 3.11
+            if counts(t, key):
+                out.append(t)
+        return out
 
     def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
         """One node's Σ countable tasks, added in node order from zero (the cache's scalar row,

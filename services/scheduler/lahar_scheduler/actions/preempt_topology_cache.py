@@ -266,7 +266,7 @@ class VictimRows:
         callbacks named a victim that is not a candidate, or one with an odd vector or priority."""
         if not ordered:
             return EMPTY_ROW
-        given = {id(t) for t in cands}
+        given = set(map(id, cands))  # not a set comprehension: a frame of its own on 3.11
         facts = self._facts
         res: list[list[float]] = []
         queue: list[list[float]] = []
