@@ -101,9 +101,10 @@ class UnresolvableCache:
 
     def _row(self, task: TaskInfo, i: int) -> bool:
         # A node that passes is not unresolvable: only a failing one needs the reasons' codes.
-        if all(row is not None and row(task, i) for row in self._passes):
-            return False
-        return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
+        for row in self._passes:  # a loop: a generator is a frame of its own (a changed row per preemptor)
+            if row is None or not row(task, i):
+                return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
+        return False
 
     def get(self, task: TaskInfo) -> BoolArray:
         return self._rows.get(task.template_key, task)

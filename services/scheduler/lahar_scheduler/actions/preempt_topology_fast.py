@@ -372,7 +372,11 @@ def _quick(
 def _chosen(ordered: list[TaskInfo], mask: BoolArray) -> list[TaskInfo]:
     """The victims ``mask`` marks in ``ordered``, most important (last) first."""
     flags: list[bool] = mask.tolist()
-    return [ordered[p] for p in range(len(ordered) - 1, -1, -1) if flags[p]]
+    out = []
+    for p in range(len(ordered) - 1, -1, -1):
+        if flags[p]:
+            out.append(ordered[p])
+    return out
 
 
 def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
