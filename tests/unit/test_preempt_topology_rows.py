@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_preempt_topology_fast import BENCH_TIERS, NO_QUEUE, ONE_TIER, contended, topology_conf
 
 from lahar_scheduler.actions import ACTIONS, evictutil, preempt_topology_fast
+from lahar_scheduler.actions.preempt_filters import OtherJobs, SameJob
 from lahar_scheduler.actions.preempt_topology_cache import Row, View, _stale, rows_for, start_time
 from lahar_scheduler.bench_preempt import TOPOLOGY_CONF, cluster
 from lahar_scheduler.core import load_conf
@@ -167,3 +168,51 @@ def test_chosen_victims_are_the_masked_ones_last_first(flags: list[bool], pad: i
     mask = np.array(flags + [False] * pad, dtype=bool)
     got = preempt_topology_fast._chosen(ordered, mask)
     assert got == [ordered[p] for p in np.flatnonzero(mask)[::-1].tolist()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(contended(), st.sampled_from([BENCH_TIERS, ONE_TIER]), st.booleans())
+def test_the_candidates_verdict_of_one_row_is_the_verdict_of_the_rows(
+    objs: list[Any], tiers: list[list[str]], reclaim: bool
+) -> None:
+    """VictimBound's one-node candidates verdict (scalar_fit's twin, its cache's scalar row)
+    is what its vector compute says of that node, for every task shape, on nodes after
+    preemptions moved tasks; the cache, refreshed row by row, holds the fresh verdicts."""
+    conf = topology_conf(tiers, 100, False)
+    ssn = Session(Cluster(objs).snapshot(), conf, dict(PLUGINS)).open()
+    counts = evictutil.reclaimable_elsewhere(ssn) if reclaim else evictutil.preemptable_in_queue(ssn)
+    bound = evictutil.VictimBound(ssn, counts)
+    tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
+    for q in ssn.queues:
+        for task in tasks:
+            bound.candidates(task, q)  # read before the moves: refreshed row by row after
+    _run_actions(ssn, conf)
+    everything = np.arange(len(ssn.nodes.infos), dtype=np.intp)
+    for q in ssn.queues:
+        one = bound._fits_row(q)
+        for task in tasks:
+            fresh = bound._compute_fits(q)(task, everything).tolist()
+            assert [one(task, i) for i in everything.tolist()] == fresh
+            assert bound.candidates(task, q).tolist() == fresh
+    ssn.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(contended(), st.data())
+def test_the_inlined_other_jobs_filter_keeps_what_the_filter_keeps(objs: list[Any], data: Any) -> None:
+    """The rows' fill reads preempt's other-jobs filter inline: on every node, for any
+    preemptor (BestEffort or not) and queue, the tasks it keeps are the filter's, in node
+    order; another filter is called as it is."""
+    conf = topology_conf(BENCH_TIERS, 100, False)
+    ssn = Session(Cluster(objs).snapshot(), conf, dict(PLUGINS)).open()
+    _run_actions(ssn, conf)
+    rows = rows_for(ssn)
+    tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
+    preemptor = data.draw(st.sampled_from(tasks))
+    preemptor.best_effort = data.draw(st.booleans())
+    for queue_name in [*ssn.queues, "elsewhere"]:
+        for keep in (OtherJobs(ssn, preemptor, queue_name), SameJob(preemptor)):
+            kept = rows._candidates(keep)
+            for info in ssn.nodes.infos:
+                assert kept(info.tasks.values()) == [t for t in info.tasks.values() if keep(t)]
+    ssn.close()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lahar.api.resource import Resource
+from lahar_scheduler.actions.scalar_fit import Requests, fits_with_sum
 from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.predicate import fits_rows
 from lahar_scheduler.framework.predicate import fits_vector as fits_vector  # re-exported: actions import it here
@@ -100,9 +101,10 @@ class UnresolvableCache:
 
     def _row(self, task: TaskInfo, i: int) -> bool:
         # A node that passes is not unresolvable: only a failing one needs the reasons' codes.
-        if all(row is not None and row(task, i) for row in self._passes):
-            return False
-        return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
+        for row in self._passes:  # a loop: a generator is a frame of its own (a changed row per preemptor)
+            if row is None or not row(task, i):
+                return bool(self._compute(task, np.array([i], dtype=np.intp))[0])
+        return False
 
     def get(self, task: TaskInfo) -> BoolArray:
         return self._rows.get(task.template_key, task)
@@ -125,6 +127,7 @@ class VictimBound:
         self._caches: dict[str, RowCache[np.ndarray]] = {}
         # Per key, per task shape: the candidates mask, refreshed on the nodes that changed.
         self._fits: dict[str, RowCache[np.ndarray]] = {}
+        self.requests: Requests = {}  # each task's request as floats (actions/scalar_fit.py)
 
     def _cache(self, key: str) -> RowCache[np.ndarray]:
         cache = self._caches.get(key)
@@ -134,8 +137,11 @@ class VictimBound:
 
     def countable(self, key: str, i: int) -> list[TaskInfo]:
         """Node ``i``'s tasks that count for ``key``, in node order (what its bound row sums)."""
-        counts = self.counts
-        return [t for t in self.ssn.nodes.infos[i].tasks.values() if counts(t, key)]
+        counts, out = self.counts, []
+        for t in self.ssn.nodes.infos[i].tasks.values():  # a loop: a comprehension is a frame on 3.11
+            if counts(t, key):
+                out.append(t)
+        return out
 
     def _sum_row(self, key: str) -> Callable[[TaskInfo, int], FloatArray]:
         """One node's Σ countable tasks, added in node order from zero (the cache's scalar row,
@@ -152,12 +158,22 @@ class VictimBound:
         return row
 
     def _compute(self, key: str) -> Callable[[TaskInfo, IntArray], np.ndarray]:
-        width, row = len(self.ssn.nodes.space), self._sum_row(key)
+        """The rows' sums at once: ``np.add.at`` adds the countable tasks' vectors one after
+        another in the order given (node order within a row, from zero), as ``_sum_row`` does,
+        without a numpy call per task."""
+        infos, width, counts = self.ssn.nodes.infos, len(self.ssn.nodes.space), self.counts
 
-        def compute(task: TaskInfo, rows: IntArray) -> np.ndarray:
-            out = np.zeros((len(rows), width))
+        def compute(_: TaskInfo, rows: IntArray) -> np.ndarray:
+            at: list[int] = []
+            vecs: list[FloatArray] = []
             for j, i in enumerate(rows.tolist()):
-                out[j] = row(task, i)
+                for t in infos[i].tasks.values():
+                    if counts(t, key):
+                        at.append(j)
+                        vecs.append(t.res_vec)
+            out = np.zeros((len(rows), width))
+            if at:
+                np.add.at(out, np.array(at, dtype=np.intp), np.array(vecs))
             return out
 
         return compute
@@ -171,8 +187,14 @@ class VictimBound:
         return cache.get(task.template_key, task)
 
     def _fits_row(self, key: str) -> Callable[[TaskInfo, int], bool]:
+        """One node's candidates verdict in Python floats (scalar_fit's twin of the vector row:
+        the node's countable tasks summed from zero in node order, then added to its future
+        idle): refreshing the sums' row through numpy cost more than the verdict itself."""
+        table, requests = self.ssn.nodes, self.requests
+
         def row(task: TaskInfo, i: int) -> bool:
-            return fits_vector(task, self.ssn.nodes.future[i] + self.sums(task, key)[i])
+            # ``future`` is read now: the table replaces it when a new resource name appears.
+            return fits_with_sum(task, table.future[i], self.countable(key, i), requests)
 
         return row
 

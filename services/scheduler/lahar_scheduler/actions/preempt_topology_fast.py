@@ -18,6 +18,7 @@ merged in scan order.  A preemptor whose hooks or callbacks are not all labelled
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -102,7 +103,10 @@ class Plan:
         """The view key of PreemptableFn's ``tier`` for this preemptor."""
         got = self._keys.get(tier)
         if got is None:
-            got = self._keys[tier] = (self.base, tier, tuple(of(self.preemptor) for of in self.of[tier]))
+            keys = []
+            for of in self.of[tier]:  # a loop: a generator is a frame of its own
+                keys.append(of(self.preemptor))
+            got = self._keys[tier] = (self.base, tier, tuple(keys))
         return got
 
     def view(self, tier: int) -> View:
@@ -116,8 +120,9 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
     hooks = _hooks(ssn)
     if hooks.victim_keys is None or _other_jobs_queue(ssn, preemptor, keep) != queue.uid:
         return None
-    if not all(fn.skips(state, preemptor) for fn in hooks.predicates):
-        return None
+    for fn in hooks.predicates:  # loops rather than generators here: this runs per preemptor
+        if not fn.skips(state, preemptor):
+            return None
     room = None
     if hooks.room is not None:
         room = hooks.room.room(state, queue, preemptor)
@@ -125,11 +130,10 @@ def plan(ssn: Session, state: CycleState, preemptor: TaskInfo, queue: QueueInfo,
             return None
     base = (queue.uid, preemptor.best_effort, preemptor.job in ssn.jobs)
     by_name = ssn.nodes.by_name
-    at = [
-        by_name[t.node_name].index
-        for t in ssn.jobs[preemptor.job].tasks.values()
-        if t.status in PREEMPTABLE_STATUSES and t.node_name in by_name
-    ]
+    at: list[int] = []
+    for t in ssn.jobs[preemptor.job].tasks.values():
+        if t.status in PREEMPTABLE_STATUSES and t.node_name in by_name:
+            at.append(by_name[t.node_name].index)
     own = np.array(at, dtype=np.intp) if at else _NO_NODES  # most preemptors' jobs run nowhere
     shape = _limits_key(preemptor, room)
     limits = hooks.limits.get(shape)
@@ -360,14 +364,19 @@ def _quick(
     if not len(hits):
         return True, None
     rows = chunk[hits]
-    row = int(rows[_pick([c[rows] for c in out.criteria])])
+    criteria = out.criteria
+    row = int(rows[_pick([criteria[0][rows], criteria[1][rows], criteria[2][rows], criteria[3][rows]])])
     return True, Best(row, _chosen(view.victims[row], out.chosen[row]))
 
 
 def _chosen(ordered: list[TaskInfo], mask: BoolArray) -> list[TaskInfo]:
     """The victims ``mask`` marks in ``ordered``, most important (last) first."""
     flags: list[bool] = mask.tolist()
-    return [ordered[p] for p in range(len(ordered) - 1, -1, -1) if flags[p]]
+    out = []
+    for p in range(len(ordered) - 1, -1, -1):
+        if flags[p]:
+            out.append(ordered[p])
+    return out
 
 
 def _last_considered(parts: list[Part], ceiling: Callable[[], BoolArray | None]) -> int | None:
@@ -511,10 +520,11 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
     row = view.data[r]
     res, queue = row.res, row.queue
     m = len(res)
-    need, (alloc, request, deserved) = limits.py_need, limits.py_queue
+    need, (allocated, request, deserved) = limits.py_need, limits.py_queue
     cols, qcols = limits.py_cols, limits.py_queue_cols
     at_node: list[float] = future[r].tolist()
     have = [at_node[c] for c in cols]
+    alloc = allocated.copy()  # changed in place below: the limits' own list is shared
     # ValidateVictims: every victim added in order (a left fold: the same additions in the
     # same order as the per-node loop; ``sum`` may compensate rounding on newer Pythons).
     cover = m > 0
@@ -525,52 +535,77 @@ def _dry_run_row(future: FloatArray, limits: Limits, view: View, out: Outcome, r
         if not need[j] < total + 0.1:
             cover = False
             break
-
-    def fits(have: list[float], alloc: list[float]) -> bool:
-        for j, c in enumerate(need):
-            if not c < have[j] + 0.1:
-                return False
-        return not any(alloc[j] + request[j] > deserved[j] for j in range(len(alloc)))
-
+    # The room and the queue's allocation change in place, each column by the same operation
+    # the vector code applies (plain loops: a comprehension is a frame of its own on 3.11).
     removed = 0
     for k in range(m):
         vec, qvec = res[k], queue[k]
-        have = [have[j] + vec[c] for j, c in enumerate(cols)]
-        alloc = [alloc[j] - qvec[c] for j, c in enumerate(qcols)]
+        for j, c in enumerate(cols):
+            have[j] += vec[c]
+        for j, c in enumerate(qcols):
+            alloc[j] -= qvec[c]
         removed = k + 1
-        if fits(have, alloc):
+        if _fits(need, have, alloc, request, deserved):
             break
     chosen: list[int] = []
     if cover:
         for k in range(removed - 1, -1, -1):
             vec, qvec = res[k], queue[k]
-            back_have = [have[j] - vec[c] for j, c in enumerate(cols)]
-            back_alloc = [alloc[j] + qvec[c] for j, c in enumerate(qcols)]
-            if fits(back_have, back_alloc):
-                have, alloc = back_have, back_alloc
-            else:
-                have = [back_have[j] + vec[c] for j, c in enumerate(cols)]
-                alloc = [back_alloc[j] - qvec[c] for j, c in enumerate(qcols)]
+            for j, c in enumerate(cols):
+                have[j] -= vec[c]
+            for j, c in enumerate(qcols):
+                alloc[j] += qvec[c]
+            if not _fits(need, have, alloc, request, deserved):
+                # Not spared: added back after the subtraction, as the per-node loop does.
+                for j, c in enumerate(cols):
+                    have[j] += vec[c]
+                for j, c in enumerate(qcols):
+                    alloc[j] -= qvec[c]
                 chosen.append(k)  # descending: the most important victim first
     _take_row(out, r, int(view.filled[r]), chosen, row.prio, row.start)
+
+
+def _fits(
+    need: list[float], have: list[float], alloc: list[float], request: list[float], deserved: list[float]
+) -> bool:
+    """``dry_run``'s fit test for one row: the node's room, then the queue's."""
+    # Index loops: zip(strict=True) parses its keyword on every call, all() runs a generator.
+    for j, n in enumerate(need):
+        if not n < have[j] + 0.1:
+            return False
+    for j, a in enumerate(alloc):
+        if a + request[j] > deserved[j]:
+            break
+    else:
+        return True
+    return False
 
 
 def _take_row(out: Outcome, r: int, filled: int, chosen: list[int], prio: list[int], start: list[float]) -> None:
     """One row's dry run into ``out``: the chosen positions (descending) and kube's criteria."""
     out.at[r] = filled
     out.cand[r] = bool(chosen)
-    flags = [False] * out.chosen.shape[1]
-    for k in chosen:
-        flags[k] = True
-    out.chosen[r] = flags
+    mask = out.chosen
+    mask[r] = False
     if not chosen:
         return
-    highest = max(prio[k] for k in chosen)
+    # Plain loops: a generator (or a comprehension, on Python 3.11) is a frame of its own.
+    highest, total = prio[chosen[0]], 0
+    for k in chosen:
+        mask[r, k] = True
+        p = prio[k]
+        total += p + PRIORITY_OFFSET
+        if p > highest:
+            highest = p
+    earliest = math.inf
+    for k in chosen:
+        if prio[k] == highest and start[k] < earliest:
+            earliest = start[k]
     criteria = out.criteria
     criteria[0][r] = -prio[chosen[0]]
-    criteria[1][r] = -sum(prio[k] + PRIORITY_OFFSET for k in chosen)
+    criteria[1][r] = -total
     criteria[2][r] = -len(chosen)
-    criteria[3][r] = min(start[k] for k in chosen if prio[k] == highest)
+    criteria[3][r] = earliest
 
 
 @dataclass(frozen=True)
