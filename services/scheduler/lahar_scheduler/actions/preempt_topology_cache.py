@@ -329,10 +329,26 @@ class VictimRows:
                 raise _Unkeyed
         key = self._shared_task_key
         if key is None:
-            key = self._shared_task_key = self.ssn.task_sort_key(named)
-            if key is None:
+            made = self.ssn.task_sort_key(named)
+            if made is None:
                 raise _Unkeyed
+            key = self._shared_task_key = _kept_per_task(made)
         return key
+
+
+def _kept_per_task(key: Callable[[TaskInfo], tuple[Any, ...]]) -> Callable[[TaskInfo], tuple[Any, ...]]:
+    """``key`` with each task's value kept: a task's order key reads its priority, index,
+    creation and uid, none of which moves in a session (as preempt's victim order keeps them),
+    and a node's victims are sorted again for every preemptor that dry-runs it."""
+    kept: dict[str, tuple[Any, ...]] = {}
+
+    def get(task: TaskInfo) -> tuple[Any, ...]:
+        got = kept.get(task.uid)
+        if got is None:
+            got = kept[task.uid] = key(task)
+        return got
+
+    return get
 
 
 def _stale(valid: BoolArray, rows: set[int]) -> None:
