@@ -11,7 +11,7 @@ nodes; scoring them all gives equal or better placements and costs little here).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
     from lahar_scheduler.framework.subjobs import SubJobInfo
+    from lahar_scheduler.framework.topology import JobTopology
 
 
 def allocate_in_hypernodes(*args: Any) -> Statement | None:
@@ -46,6 +47,7 @@ def allocate_in_hypernodes(*args: Any) -> Statement | None:
 
 
 S = TaskStatus
+_PENDING = S.PENDING  # read per job (an enum class's member lookup is slow on Python 3.11)
 QUEUE_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 
 
@@ -222,10 +224,15 @@ def best_of_gradients(
 
 def schedulable_tasks(job: JobInfo) -> list[TaskInfo]:
     """Pending tasks allocate considers: not externally gated, not BestEffort."""
+    pending = job.status_index.get(_PENDING)
+    return _schedulable(pending.values()) if pending else []
+
+
+def _schedulable(pending: Iterable[TaskInfo]) -> list[TaskInfo]:
     out = []
-    for t in job.tasks_in(S.PENDING):
-        gates = [g.name for g in t.pod.spec.scheduling_gates]
-        if gates and gates != [QUEUE_GATE]:
+    for t in pending:
+        gates = t.pod.spec.scheduling_gates
+        if gates and [g.name for g in gates] != [QUEUE_GATE]:
             continue
         if t.resreq.is_empty():
             continue
@@ -292,9 +299,10 @@ class AllocateAction(Action):
         # has popped, so the keys of the jobs waiting in a queue hold until they are popped.
         job_key = ssn.job_sort_key()
         job_valid = ssn.caller(P.JOB_VALID)  # asked of every job
+        enqueues, backfills = "enqueue" in ssn.enabled_actions, "backfill" in ssn.enabled_actions
         for job in ssn.jobs.values():
             if job.is_pending():
-                if "enqueue" in ssn.enabled_actions:
+                if enqueues:
                     continue
                 job.phase = PodGroupPhase.INQUEUE
             invalid = job_valid(job)
@@ -305,10 +313,14 @@ class AllocateAction(Action):
                 continue
             if job.queue not in ssn.queues:
                 continue
-            tasks = schedulable_tasks(job)
+            # Most jobs of a busy cluster have no pending task: nothing to sort out for them.
+            pending = job.status_index.get(_PENDING)
+            if not pending:
+                continue
+            tasks = _schedulable(pending.values())
             if not tasks:
-                if "backfill" not in ssn.enabled_actions:
-                    best_effort = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
+                if not backfills:
+                    best_effort = [t for t in pending.values() if t.resreq.is_empty() and not t.sch_gated]
                     if best_effort:
                         ssn.explain(job, best_effort_why(len(best_effort)))
                 continue
@@ -319,6 +331,7 @@ class AllocateAction(Action):
             worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks, key=ssn.task_sort_key(tasks))
             if job.sub_jobs is not None:
                 sheets[job.uid] = organize(ssn, job, tasks)
+        topology: dict[str, JobTopology] | None = None  # ssn.topology, read once a job is popped
         while not queues.empty():
             queue = queues.pop()
             if ssn.call(P.OVERUSED, queue):
@@ -332,7 +345,9 @@ class AllocateAction(Action):
                 continue
             job = jobs.pop()
             worksheet = worksheets[job.uid]
-            topo = ssn.topology.get(job.uid) if ssn.topology else None
+            if topology is None:
+                topology = ssn.topology
+            topo = topology.get(job.uid) if topology else None
             sheet = sheets.get(job.uid)
             if sheet is not None:
                 stmt = allocate_for_job(self, ssn, job, queue, sheet)
@@ -358,7 +373,8 @@ class AllocateAction(Action):
         stmt = ssn.statement()
         decision = ssn.decision(job)
         calls = self.calls
-        all_nodes = ssn.candidate_nodes() if within is None else within.rows
+        # Taken once a task gets past the queue's checks (on a full cluster no task may).
+        all_nodes: IntArray | None = None if within is None else within.rows
         while not tasks.empty():
             task = tasks.pop()
             if not calls.allocatable(queue, task):
@@ -373,6 +389,8 @@ class AllocateAction(Action):
                     f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
                 )
                 continue
+            if all_nodes is None:
+                all_nodes = ssn.candidate_nodes()
             err = calls.pre_predicate(task)
             if err is not None:
                 fe = FitErrors(err)

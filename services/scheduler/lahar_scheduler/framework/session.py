@@ -548,18 +548,26 @@ class Session:
         """Each job's PodGroup status, its tasks' reasons and where its pipelined tasks wait,
         read from each job's status buckets once."""
         podgroups = self.result.podgroups
+        conditions, old_status, uid = self.conditions, self._old_status, self.uid
         for job in self.jobs.values():
             idx = job.status_index
-            self._task_reasons(job, idx.get(S.PENDING), idx.get(S.PIPELINED))
-            conds = self.conditions.get(job.uid, [])
+            pending, pipelined = idx.get(_PENDING), idx.get(_PIPELINED)
+            if pending or pipelined:
+                self._task_reasons(job, pending, pipelined)
+            conds = conditions.get(job.uid, [])
             unschedulable = False
             for c in conds:
-                if c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid:
+                if c.type == "Unschedulable" and c.status == "True" and c.transition_id == uid:
                     unschedulable = True
                     break
-            running, succeeded, failed = _size(idx, S.RUNNING), _size(idx, S.SUCCEEDED), _size(idx, S.FAILED)
+            bucket = idx.get(_RUNNING)
+            running = len(bucket) if bucket else 0
+            bucket = idx.get(_SUCCEEDED)
+            succeeded = len(bucket) if bucket else 0
+            bucket = idx.get(_FAILED)
+            failed = len(bucket) if bucket else 0
             phase = _phase(job, unschedulable, running, succeeded, failed)
-            old_phase, old_conds = self._old_status[job.uid]
+            old_phase, old_conds = old_status[job.uid]
             changed = phase != old_phase or _conditions_changed(conds, old_conds)
             podgroups[job.uid] = PodGroupUpdate(phase, conds, running, succeeded, failed, changed)
             job.phase = phase
@@ -570,9 +578,10 @@ class Session:
         """Why each pending task waits; where each pipelined one waits (``result.pipelined``)."""
         reasons = self.result.task_reasons
         if pending:
+            fit_errors = job.fit_errors
             for t in pending.values():
-                err = job.fit_errors.get(t.uid)
-                if t.last_status == S.ALLOCATED:
+                err = fit_errors.get(t.uid)
+                if t.last_status == _ALLOCATED:
                     msg = f"Pod {t.key} can possibly be assigned to {t.last_node}, once minAvailable is satisfied"
                     reasons[t.key] = TaskReason("Schedulable", msg)
                 elif err is not None:
@@ -580,7 +589,7 @@ class Session:
         if pipelined:
             waiting = self.result.pipelined
             for t in pipelined.values():
-                key, node = t.key, t.node_name
+                key, node = f"{t.namespace}/{t.name}", t.node_name  # TaskInfo.key, without its call
                 waiting[key] = node
                 msg = (
                     f"Pod {key} can possibly be assigned to {node}, "
@@ -649,6 +658,12 @@ class Session:
 
 # Summed in the frozenset's own order, as the per-status loop always summed them.
 _HELD = tuple(ALLOCATED_STATUSES)
+# The members the close reads per job and per task, looked up once: on Python 3.11 reading a
+# member off an enum class goes through the enum's slow lookup hook (~80 ns each time).
+_PENDING, _PIPELINED, _ALLOCATED, _BOUND = S.PENDING, S.PIPELINED, S.ALLOCATED, S.BOUND
+_RUNNING, _RELEASING, _SUCCEEDED, _FAILED = S.RUNNING, S.RELEASING, S.SUCCEEDED, S.FAILED
+_UNKNOWN_PHASE, _COMPLETED_PHASE, _RUNNING_PHASE = PodGroupPhase.UNKNOWN, PodGroupPhase.COMPLETED, PodGroupPhase.RUNNING
+_INQUEUE_PHASE, _PENDING_PHASE = PodGroupPhase.INQUEUE, PodGroupPhase.PENDING
 
 
 def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:
@@ -705,17 +720,18 @@ def _size(idx: dict[TaskStatus, dict[str, TaskInfo]], status: TaskStatus) -> int
 def _phase(job: JobInfo, unschedulable: bool, running: int, succeeded: int, failed: int) -> str:
     """``pod_group_phase`` with the job's running, succeeded and failed counts already taken."""
     if running and unschedulable:
-        return PodGroupPhase.UNKNOWN
+        return _UNKNOWN_PHASE
+    idx = job.status_index
     # scheduled_num (running, bound, failed, succeeded) plus releasing_scheduled_num.
-    scheduled = running + _size(job.status_index, S.BOUND) + failed + succeeded
-    releasing = job.status_index.get(S.RELEASING)
+    bound = idx.get(_BOUND)
+    scheduled = running + (len(bound) if bound else 0) + failed + succeeded
+    releasing = idx.get(_RELEASING)
     if releasing:
         scheduled += sum(1 for t in releasing.values() if t.node_name)
-    completed = succeeded + failed
     if scheduled >= job.min_available:
-        return PodGroupPhase.COMPLETED if scheduled == completed else PodGroupPhase.RUNNING
-    if job.phase != PodGroupPhase.INQUEUE:
-        return PodGroupPhase.PENDING
+        return _COMPLETED_PHASE if scheduled == succeeded + failed else _RUNNING_PHASE
+    if job.phase != _INQUEUE_PHASE:
+        return _PENDING_PHASE
     return job.phase
 
 

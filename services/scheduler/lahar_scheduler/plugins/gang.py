@@ -80,14 +80,18 @@ class GangPlugin(Plugin):
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats
         stats.unschedulable_jobs = 0
+        numbers_of = stats.jobs
+        # One condition for every ready job: conditions are replaced, never changed in place.
+        scheduled = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
         for job in ssn.jobs.values():
             if not job.tasks:
                 continue
-            numbers = stats.job(job.uid, job.name, job.namespace, job.queue)
+            numbers = numbers_of.get(job.uid)
+            if numbers is None:
+                numbers = stats.job(job.uid, job.name, job.namespace, job.queue)
             if job.is_ready():
                 numbers.unschedulable_tasks = 0
-                cond = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
-                ssn.update_podgroup_condition(job, cond)
+                ssn.update_podgroup_condition(job, scheduled)
                 continue
             if _skip_for_releasing(job):
                 continue

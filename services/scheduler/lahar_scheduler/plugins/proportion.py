@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
@@ -153,6 +154,8 @@ class ProportionPlugin(Plugin):
             if q.guarantee is not None:
                 self.total_guarantee.add(q.guarantee)
         self.attrs = self._queue_attrs(ssn)
+        # why_not_allocatable's answers by queue, request and the queue's numbers.
+        self._refusals: dict[tuple[object, ...], tuple[Why, str] | Literal[False]] = {}
         water_fill(self.attrs, self.total)
         ssn.add(P.QUEUE_ORDER, self.queue_order)
         ssn.add(P.RECLAIMABLE, self.reclaimable)
@@ -315,10 +318,30 @@ class ProportionPlugin(Plugin):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return None
-        ok, names = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
-        if ok:
+        # A full cluster refuses every pending job alike: the text is made once per refusal.
+        key = (
+            queue.uid,
+            _amounts(task.resreq),
+            _amounts(attr.allocated),
+            _amounts(attr.deserved),
+            _amounts(attr.real_capability),
+        )
+        refusals = self._refusals
+        got = refusals.get(key)
+        if got is None:
+            got = refusals[key] = self._refusal(queue, attr, task.resreq)
+        if got is False:
             return None
-        short = shortages(task.resreq, attr.allocated, attr.deserved, names)
+        why, asks = got
+        return Why(why.action, why.plugin, why.summary, why.remedy, [*why.details, f"task {task.name} asks {asks}"])
+
+    def _refusal(self, queue: QueueInfo, attr: QueueAttr, resreq: Resource) -> tuple[Why, str] | Literal[False]:
+        """Why ``queue`` refuses a request of ``resreq`` (False: it does not), and the
+        request as the explanation prints it."""
+        ok, names = attr.allocated.clone().add(resreq).less_equal_in(attr.deserved, resreq)
+        if ok:
+            return False
+        short = shortages(resreq, attr.allocated, attr.deserved, names)
         never = [s for s in short if s.requested > attr.real_capability.get(s.name)]
         if never:
             caps = ", ".join(f"{amount(s.name, attr.real_capability.get(s.name))} {s.name}" for s in never)
@@ -326,5 +349,14 @@ class ProportionPlugin(Plugin):
         else:
             remedy = "raise its weight or guarantee (deserved is its weighted share of the cluster), add nodes"
         why = quota_why("allocate", self.name, queue.name, short, "deserved", remedy, freeable=not never)
-        why.details.append(f"task {task.name} asks {task.resreq}")
-        return why
+        return why, str(resreq)
+
+
+def _amounts(r: Resource) -> tuple[object, ...]:
+    """A key for what ``r`` holds, equal only where its amounts compare and print alike (the
+    sign of a zero is part of it: -0.0 == 0.0, but one prints as "-0")."""
+    cpu, memory, scalars = r.milli_cpu, r.memory, r.scalars
+    key = (cpu, memory, *scalars.items())
+    if cpu and memory and all(scalars.values()):
+        return key
+    return (key, tuple(math.copysign(1.0, v) for v in (cpu, memory, *scalars.values())))
