@@ -501,7 +501,15 @@ class JobInfo:
         return sum(1 for t in self.tasks_in(S.RELEASING) if t.node_name)
 
     def is_ready(self) -> bool:
-        return self.ready_num() + self.pending_best_effort >= self.min_available
+        # ready_num() + pending_best_effort, counted here: asked per job at every session's
+        # close and per task placed.
+        idx = self.status_index
+        n = self.pending_best_effort
+        for s in _READY:
+            bucket = idx.get(s)
+            if bucket:
+                n += len(bucket)
+        return n >= self.min_available
 
     def is_pipelined(self) -> bool:
         return self.waiting_num() + self.ready_num() + self.pending_best_effort >= self.min_available

@@ -568,7 +568,7 @@ class Session:
             failed = len(bucket) if bucket else 0
             phase = _phase(job, unschedulable, running, succeeded, failed)
             old_phase, old_conds = old_status[job.uid]
-            changed = phase != old_phase or _conditions_changed(conds, old_conds)
+            changed = phase != old_phase or len(conds) != len(old_conds) or _conditions_changed(conds, old_conds)
             podgroups[job.uid] = PodGroupUpdate(phase, conds, running, succeeded, failed, changed)
             job.phase = phase
 

@@ -11,6 +11,7 @@ from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import Condition, Session
+from lahar_scheduler.framework.stats import JobNumbers
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Why
@@ -87,8 +88,8 @@ class GangPlugin(Plugin):
             if not job.tasks:
                 continue
             numbers = numbers_of.get(job.uid)
-            if numbers is None:
-                numbers = stats.job(job.uid, job.name, job.namespace, job.queue)
+            if numbers is None:  # stats.job, without its call (gang's close is the first to ask)
+                numbers = numbers_of[job.uid] = JobNumbers(job.name, job.namespace, job.queue)
             if job.is_ready():
                 numbers.unschedulable_tasks = 0
                 ssn.update_podgroup_condition(job, scheduled)

@@ -19,7 +19,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
-from lahar_scheduler.framework.sums import NOTHING, RunSums
+from lahar_scheduler.framework.sums import NOTHING, AddRuns, RunSums
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
@@ -171,14 +171,18 @@ class ProportionPlugin(Plugin):
         """Each queue with jobs: what it holds, asks and has admitted."""
         attrs: dict[str, QueueAttr] = {}
         sums = RunSums()
+        # Per queue, its held and asked sums (flushed below, before anything reads them).
+        adds: dict[str, tuple[AddRuns, AddRuns]] = {}
         for job in ssn.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
                 attr = attrs[job.queue] = self._new_attr(ssn.queues[job.queue])
                 attr.pool = Pool("the cluster", self.total, self.total_guarantee)
+                adds[job.queue] = (AddRuns(attr.allocated), AddRuns(attr.request))
             allocated, request = _usage(sums, job)
-            attr.allocated.add(allocated)
-            attr.request.add(request)
+            held, asked = adds[job.queue]
+            held.add(allocated)
+            asked.add(request)
             if job.min_resources is None:
                 _add_positive(attr.elastic, job.allocated)  # elastic_resources without a minimum
                 continue  # job_inqueue is None without a minimum
@@ -186,6 +190,9 @@ class ProportionPlugin(Plugin):
             if inqueue is not None:
                 attr.inqueue.add(inqueue)
             attr.elastic.add(elastic_resources(job))
+        for held, asked in adds.values():
+            held.flush()
+            asked.flush()
         return attrs
 
     def _new_attr(self, q: QueueInfo) -> QueueAttr:
