@@ -375,10 +375,16 @@ class AllocateAction(Action):
         calls = self.calls
         # Taken once a task gets past the queue's checks (on a full cluster no task may).
         all_nodes: IntArray | None = None if within is None else within.rows
+        # The verdict names the last task the queue refused: written at the first refusal (its
+        # place among the verdicts) and once more after the loop if others followed.
+        refused: TaskInfo | None = None
+        refusals = 0
         while not tasks.empty():
             task = tasks.pop()
             if not calls.allocatable(queue, task):
-                decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                if not refusals:
+                    decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                refused, refusals = task, refusals + 1
                 if decision.why is None:  # explain keeps the first reason: skip making the others
                     ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
@@ -428,6 +434,8 @@ class AllocateAction(Action):
                 within.placed(task, node.name)
             if _ready(ssn, job, within, calls):
                 break
+        if refused is not None and refusals > 1:
+            decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {refused.name}"
         if _ready(ssn, job, within, calls):
             return stmt
         if _pipelined(ssn, job, within):

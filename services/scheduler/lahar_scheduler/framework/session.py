@@ -52,6 +52,7 @@ from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
 from lahar_scheduler.framework.subjobs import SubJobInfo
+from lahar_scheduler.framework.sums import RunSums
 from lahar_scheduler.framework.topology import JobTopology, job_topologies, sub_job_topologies
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
@@ -133,6 +134,10 @@ class SessionResult:
 
 class Session:
     """Volcano's Session: the tiers' callbacks, combined per extension point."""
+
+    # Per-job sums the plugins' opens share (drf and proportion both sum what every job holds);
+    # None outside ``open``, when tasks move.
+    open_sums: RunSums | None = None
 
     def __init__(
         self,
@@ -236,6 +241,7 @@ class Session:
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:
         opened = self.stopwatch.now()
+        self.open_sums = RunSums()
         for tier in self.conf.tiers:
             for opt in tier.plugins:
                 plugin = self._plugin_types[opt.name](opt.arguments)
@@ -244,7 +250,10 @@ class Session:
                 plugin.on_session_open(self)
                 self._timed(plugin.name, ON_SESSION_OPEN, started)
                 self.plugins.append(plugin)
+                if self._touched:  # a plugin moved a task: what the sums kept may be stale
+                    self.open_sums = RunSums()
         self._option = None
+        self.open_sums = None
         self.result.stats.open_seconds = self.stopwatch.since(opened)
         return self
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lahar.api.resource import Resource
-from lahar_scheduler.framework.jobs import TaskInfo
-from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus
 
 # What a job without such tasks sums to.  Read only.
 NOTHING = Resource()
+# What a job holds, summed status by status in the set's own order (as drf and proportion do).
+HELD = tuple(ALLOCATED_STATUSES)
+_UNSEEN = Resource()  # ``held``'s marker for a job not asked yet
 
 
 class RunSums:
@@ -25,6 +28,15 @@ class RunSums:
     def __init__(self) -> None:
         # Keyed by the request's id; the request is kept, so its id cannot be reused meanwhile.
         self._sums: dict[tuple[int, int], tuple[Resource, Resource]] = {}
+        self._held: dict[str, Resource | None] = {}  # ``held`` per job uid
+
+    def held(self, job: JobInfo) -> Resource | None:
+        """``one_run(job.status_index, HELD)``, kept per job: drf and proportion both ask it of
+        every job as a session opens (``Session.open_sums``), while no task moves."""
+        got = self._held.get(job.uid, _UNSEEN)
+        if got is _UNSEEN:
+            got = self._held[job.uid] = self.one_run(job.status_index, HELD)
+        return got
 
     def times(self, r: Resource, n: int) -> Resource:
         """``Resource().add_times(r, n)``."""

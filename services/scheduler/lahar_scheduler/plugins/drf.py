@@ -47,11 +47,11 @@ class DrfPlugin(Plugin):
         self.names = self.total.names()
         self.attrs: dict[str, Attr] = {}
         self._floors: dict[bytes, float] = {}  # per task shape, for preempt_ceiling
-        sums = RunSums()
+        sums = ssn.open_sums or RunSums()
         shares: dict[int, float] = {}  # per shared sum (by id; sums keeps them alive)
         attrs = self.attrs
         for job in ssn.jobs.values():
-            one = sums.one_run(job.status_index, _HELD)
+            one = sums.held(job)
             if one is None:
                 held = Resource()
                 for status in _HELD:

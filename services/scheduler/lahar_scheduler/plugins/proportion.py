@@ -20,7 +20,7 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
 from lahar_scheduler.framework.sums import NOTHING, AddRuns, RunSums
-from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
+from lahar_scheduler.framework.types import TaskStatus, Vote
 from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
@@ -34,8 +34,7 @@ from lahar_scheduler.plugins.queueshare import (
 )
 
 S = TaskStatus
-# job_usage's statuses: a job's held tasks (summed bucket by bucket), and its pending ones.
-_HELD = tuple(ALLOCATED_STATUSES)
+# job_usage's pending statuses (its held ones: sums.HELD, summed bucket by bucket).
 _PENDING = (S.PENDING,)
 
 
@@ -119,7 +118,7 @@ def _usage(sums: RunSums, job: JobInfo) -> tuple[Resource, Resource]:
     """``job_usage(job)``, from ``sums`` when the job's held or pending tasks are one run of one
     request (so the sums are one ``add_times`` each); the pair is then shared, to be read only."""
     idx = job.status_index
-    held = sums.one_run(idx, _HELD)
+    held = sums.held(job)
     if held is not None:
         pending = idx.get(S.PENDING)
         if not pending:
@@ -170,7 +169,7 @@ class ProportionPlugin(Plugin):
     def _queue_attrs(self, ssn: Session) -> dict[str, QueueAttr]:
         """Each queue with jobs: what it holds, asks and has admitted."""
         attrs: dict[str, QueueAttr] = {}
-        sums = RunSums()
+        sums = ssn.open_sums or RunSums()
         # Per queue, its held and asked sums (flushed below, before anything reads them).
         adds: dict[str, tuple[AddRuns, AddRuns]] = {}
         for job in ssn.jobs.values():
