@@ -32,6 +32,7 @@ _READY = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED)
 # Statuses valid_num and allocated_num count, in the order they always counted them.
 _VALID = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED, S.PIPELINED, S.PENDING)
 _ALLOCATED = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED)
+_READY_SET, _VALID_SET = frozenset(_READY), frozenset(_VALID)
 _PIPELINED = S.PIPELINED
 _PENDING = S.PENDING
 _PENDING_PHASES = ("", PodGroupPhase.PENDING)
@@ -477,11 +478,10 @@ class JobInfo:
         return len(bucket) if bucket else 0
 
     def valid_num(self) -> int:
-        idx = self.status_index
+        # Over the job's buckets (one or two, mostly), not over the seven statuses.
         n = 0
-        for s in _VALID:
-            bucket = idx.get(s)
-            if bucket:
+        for s, bucket in self.status_index.items():
+            if s in _VALID_SET:
                 n += len(bucket)
         return n
 
@@ -503,11 +503,9 @@ class JobInfo:
     def is_ready(self) -> bool:
         # ready_num() + pending_best_effort, counted here: asked per job at every session's
         # close and per task placed.
-        idx = self.status_index
         n = self.pending_best_effort
-        for s in _READY:
-            bucket = idx.get(s)
-            if bucket:
+        for s, bucket in self.status_index.items():  # its buckets: mostly one or two
+            if s in _READY_SET:
                 n += len(bucket)
         return n >= self.min_available
 

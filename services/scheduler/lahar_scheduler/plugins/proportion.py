@@ -325,13 +325,8 @@ class ProportionPlugin(Plugin):
         if attr is None:
             return None
         # A full cluster refuses every pending job alike: the text is made once per refusal.
-        key = (
-            queue.uid,
-            _amounts(task.resreq),
-            _amounts(attr.allocated),
-            _amounts(attr.deserved),
-            _amounts(attr.real_capability),
-        )
+        # What else it reads, deserved and real capability, is fixed once the session opened.
+        key = (queue.uid, _amounts(task.resreq), _amounts(attr.allocated))
         refusals = self._refusals
         got = refusals.get(key)
         if got is None:
