@@ -183,6 +183,8 @@ class Calls:
     job_ready: Callable[[JobInfo], bool]
     node_order: Callable[[TaskInfo, IntArray], FloatArray]
     best_node: Callable[[TaskInfo, IntArray, FloatArray], int | None]
+    job_pipelined: Callable[[JobInfo], bool]  # asked of every job allocate could not make ready
+    overused: Callable[[QueueInfo], bool]  # asked at every pop of a queue
 
     @classmethod
     def of(cls, ssn: Session) -> Calls:
@@ -192,6 +194,8 @@ class Calls:
             ssn.caller(P.JOB_READY),
             ssn.caller(P.NODE_ORDER),
             ssn.caller(P.BEST_NODE),
+            ssn.caller(P.JOB_PIPELINED),
+            ssn.caller(P.OVERUSED),
         )
 
 
@@ -261,10 +265,10 @@ def _ready(ssn: Session, job: JobInfo, within: Within | None, calls: Calls) -> b
     return calls.job_ready(job)
 
 
-def _pipelined(ssn: Session, job: JobInfo, within: Within | None) -> bool:
+def _pipelined(ssn: Session, job: JobInfo, within: Within | None, calls: Calls) -> bool:
     if within is not None and within.sub is not None:
         return ssn.sub_job_pipelined(job, within.sub)
-    return ssn.call(P.JOB_PIPELINED, job)
+    return calls.job_pipelined(job)
 
 
 def _has_fit_errors(job: JobInfo, task: TaskInfo, within: Within | None) -> bool:
@@ -334,7 +338,7 @@ class AllocateAction(Action):
         topology: dict[str, JobTopology] | None = None  # ssn.topology, read once a job is popped
         while not queues.empty():
             queue = queues.pop()
-            if ssn.call(P.OVERUSED, queue):
+            if self.calls.overused(queue):
                 # Dropped for the rest of the action (as in Volcano): its jobs wait this session.
                 waiting = jobs_by_queue.get(queue.uid)
                 while waiting is not None and not waiting.empty():
@@ -438,7 +442,7 @@ class AllocateAction(Action):
             decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {refused.name}"
         if _ready(ssn, job, within, calls):
             return stmt
-        if _pipelined(ssn, job, within):
+        if _pipelined(ssn, job, within, calls):
             if within is None or within.sub is None:  # a sub-job's try is not the job's outcome
                 decision.outcome = "pipelined"
             return stmt

@@ -35,6 +35,7 @@ _ALLOCATED = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED)
 _READY_SET, _VALID_SET = frozenset(_READY), frozenset(_VALID)
 _PIPELINED = S.PIPELINED
 _PENDING = S.PENDING
+_RELEASING = S.RELEASING
 _PENDING_PHASES = ("", PodGroupPhase.PENDING)
 # The PodGroup annotation Volcano records a job's allocated HyperNode in.
 JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
@@ -498,7 +499,8 @@ class JobInfo:
         return sum(len(v) for k, v in self.status_index.items() if k in SCHEDULED_STATUSES)
 
     def releasing_scheduled_num(self) -> int:
-        return sum(1 for t in self.tasks_in(S.RELEASING) if t.node_name)
+        bucket = self.status_index.get(_RELEASING)
+        return sum(1 for t in bucket.values() if t.node_name) if bucket else 0
 
     def is_ready(self) -> bool:
         # ready_num() + pending_best_effort, counted here: asked per job at every session's

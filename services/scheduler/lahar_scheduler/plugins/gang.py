@@ -18,6 +18,7 @@ from lahar_scheduler.framework.why import Why
 from lahar_scheduler.plugins.base import NoArgs, Plugin
 
 S = TaskStatus
+_PENDING = S.PENDING  # read per job at close (an enum class's member lookup is slow on 3.11)
 
 
 class GangPlugin(Plugin):
@@ -186,7 +187,8 @@ JOB_ORDER: ByKey[JobInfo] = ByKey(_ready_key)
 
 def _placeable(job: JobInfo) -> int:
     """Ready tasks plus pending tasks this session could place before the gang was discarded."""
-    tried = sum(1 for t in job.tasks_in(S.PENDING) if t.last_status in ALLOCATED_STATUSES)
+    pending = job.status_index.get(_PENDING)
+    tried = sum(1 for t in pending.values() if t.last_status in ALLOCATED_STATUSES) if pending else 0
     return job.ready_num() + tried
 
 
