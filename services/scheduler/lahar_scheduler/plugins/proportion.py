@@ -36,6 +36,7 @@ from lahar_scheduler.plugins.queueshare import (
 S = TaskStatus
 # job_usage's pending statuses (its held ones: sums.HELD, summed bucket by bucket).
 _PENDING = (S.PENDING,)
+_PENDING_STATUS = S.PENDING  # read per job (an enum class's member lookup is slow on 3.11)
 
 
 class ProportionArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -120,7 +121,7 @@ def _usage(sums: RunSums, job: JobInfo) -> tuple[Resource, Resource]:
     idx = job.status_index
     held = sums.held(job)
     if held is not None:
-        pending = idx.get(S.PENDING)
+        pending = idx.get(_PENDING_STATUS)
         if not pending:
             return held, held  # request = held + nothing pending: the same add_times
         if held is NOTHING:
