@@ -289,6 +289,7 @@ def _continue(job: JobInfo, within: Within | None) -> bool:
 
 class AllocateAction(Action):
     name = "allocate"
+    _all_nodes: tuple[Session, IntArray] | None = None  # see _candidate_nodes
 
     def execute(self, ssn: Session) -> None:
         self.caches = NodeCaches(ssn)
@@ -400,7 +401,7 @@ class AllocateAction(Action):
                 )
                 continue
             if all_nodes is None:
-                all_nodes = ssn.candidate_nodes()
+                all_nodes = self._candidate_nodes(ssn)
             err = calls.pre_predicate(task)
             if err is not None:
                 fe = FitErrors(err)
@@ -450,6 +451,16 @@ class AllocateAction(Action):
         if within is None or within.sub is None:
             decision.outcome = "discarded"
         return None
+
+    def _candidate_nodes(self, ssn: Session) -> IntArray:
+        """``ssn.candidate_nodes()``, taken once per session: every job that gets past its queue
+        would take the same rows.  Read-only, as nothing may change it for the next job."""
+        got = self._all_nodes
+        if got is None or got[0] is not ssn:
+            rows = ssn.candidate_nodes()
+            rows.flags.writeable = False
+            got = self._all_nodes = (ssn, rows)
+        return got[1]
 
     def _filter_every_node(self, ssn: Session, task: TaskInfo, idx: IntArray, within: Within | None) -> Filtered:
         """``filter_nodes`` over every node, for the reasons each failed.  When no node passes and
