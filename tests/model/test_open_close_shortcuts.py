@@ -16,7 +16,9 @@ from test_close_batches import CONFS, contended, exact, fractional
 
 from builders import node, pod, podgroup, queue, snapshot
 from lahar.api.resource import Resource
+from lahar_scheduler.actions.allocate import FITS_FUTURE, FITS_IDLE, NO_FIT, AllocateAction, NodeCaches
 from lahar_scheduler.core import run_session
+from lahar_scheduler.framework.nodewindow import window_positions
 from lahar_scheduler.framework.session import Session
 from lahar_scheduler.framework.sums import HELD, AddRuns, RunSums, add_equal_runs
 from lahar_scheduler.framework.why import Pool, amount, queue_state_why, quota_why, shortages
@@ -203,3 +205,35 @@ def test_a_refusal_is_explained_anew_once_the_queue_holds_more() -> None:
     prop.attrs["a"].allocated.add(Resource(1000.0, 0.0))
     assert repr(prop.why_not_allocatable(q, t)) == repr(plain_why_not_allocatable(prop, q, t))
     assert first is not prop.why_not_allocatable(q, t)  # each caller its own Why to keep
+
+
+def plain_feasible_window(self: NodeCaches, task: Any) -> Any:
+    """NodeCaches.feasible_window walking the window whether or not any node passes."""
+    if not self.local(task):
+        return None
+    codes = self.codes.get(task.template_key, task)
+    snapshot = self.ssn.snapshot
+    kept, snapshot.last_processed_node = window_positions(codes > NO_FIT, snapshot.last_processed_node)
+    got = codes[kept]
+    return kept[got == FITS_IDLE], kept[got == FITS_FUTURE]
+
+
+@settings(max_examples=80, deadline=None)
+@given(contended(), st.sampled_from(sorted(CONFS)), st.integers(0, 2**16), st.integers(-3, 40))
+def test_allocate_on_full_nodes_decides_as_the_plain_walk(objs: list[Any], kind: str, seed: int, start: int) -> None:
+    """A task shape no node passes skips the window walk, and the candidate rows are taken once
+    per session: the same results, and the walk's index left where the plain walk leaves it."""
+    snaps = []
+    for _ in range(2):
+        snap = snapshot(objs)
+        fractional(snap, seed)
+        snap.last_processed_node = start
+        snaps.append(snap)
+    fast, slow = snaps
+    got = run_session(fast, CONFS[kind])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NodeCaches, "feasible_window", plain_feasible_window)
+        mp.setattr(AllocateAction, "_candidate_nodes", lambda self, ssn: ssn.candidate_nodes())
+        want = run_session(slow, CONFS[kind])
+    assert result_of(got) == result_of(want)
+    assert fast.last_processed_node == slow.last_processed_node
