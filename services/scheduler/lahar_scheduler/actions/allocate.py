@@ -11,7 +11,7 @@ nodes; scoring them all gives equal or better placements and costs little here).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from lahar_scheduler.framework.why_nodes import nodes_why, pre_predicate_why
 if TYPE_CHECKING:
     from lahar_scheduler.framework.nodes import FloatArray, IntArray
     from lahar_scheduler.framework.subjobs import SubJobInfo
+    from lahar_scheduler.framework.topology import JobTopology
 
 
 def allocate_in_hypernodes(*args: Any) -> Statement | None:
@@ -46,6 +47,7 @@ def allocate_in_hypernodes(*args: Any) -> Statement | None:
 
 
 S = TaskStatus
+_PENDING = S.PENDING  # read per job (an enum class's member lookup is slow on Python 3.11)
 QUEUE_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 
 
@@ -166,6 +168,12 @@ class NodeCaches:
             return None
         codes = self.codes.get(task.template_key, task)
         snapshot = self.ssn.snapshot
+        if len(codes) and not codes.any():
+            # No node passes (a full cluster): what window_positions gives for an empty mask,
+            # without walking it: nothing kept, the walk's index where it was (modulo the nodes).
+            snapshot.last_processed_node %= len(codes)
+            nothing = np.zeros(0, dtype=np.intp)
+            return nothing, nothing.copy()
         # A boolean mask: numpy finds non-zero booleans three times faster than non-zero bytes.
         kept, snapshot.last_processed_node = window_positions(codes > NO_FIT, snapshot.last_processed_node)
         got = codes[kept]
@@ -181,6 +189,8 @@ class Calls:
     job_ready: Callable[[JobInfo], bool]
     node_order: Callable[[TaskInfo, IntArray], FloatArray]
     best_node: Callable[[TaskInfo, IntArray, FloatArray], int | None]
+    job_pipelined: Callable[[JobInfo], bool]  # asked of every job allocate could not make ready
+    overused: Callable[[QueueInfo], bool]  # asked at every pop of a queue
 
     @classmethod
     def of(cls, ssn: Session) -> Calls:
@@ -190,6 +200,8 @@ class Calls:
             ssn.caller(P.JOB_READY),
             ssn.caller(P.NODE_ORDER),
             ssn.caller(P.BEST_NODE),
+            ssn.caller(P.JOB_PIPELINED),
+            ssn.caller(P.OVERUSED),
         )
 
 
@@ -222,10 +234,15 @@ def best_of_gradients(
 
 def schedulable_tasks(job: JobInfo) -> list[TaskInfo]:
     """Pending tasks allocate considers: not externally gated, not BestEffort."""
+    pending = job.status_index.get(_PENDING)
+    return _schedulable(pending.values()) if pending else []
+
+
+def _schedulable(pending: Iterable[TaskInfo]) -> list[TaskInfo]:
     out = []
-    for t in job.tasks_in(S.PENDING):
-        gates = [g.name for g in t.pod.spec.scheduling_gates]
-        if gates and gates != [QUEUE_GATE]:
+    for t in pending:
+        gates = t.pod.spec.scheduling_gates
+        if gates and [g.name for g in gates] != [QUEUE_GATE]:
             continue
         if t.resreq.is_empty():
             continue
@@ -254,10 +271,10 @@ def _ready(ssn: Session, job: JobInfo, within: Within | None, calls: Calls) -> b
     return calls.job_ready(job)
 
 
-def _pipelined(ssn: Session, job: JobInfo, within: Within | None) -> bool:
+def _pipelined(ssn: Session, job: JobInfo, within: Within | None, calls: Calls) -> bool:
     if within is not None and within.sub is not None:
         return ssn.sub_job_pipelined(job, within.sub)
-    return ssn.call(P.JOB_PIPELINED, job)
+    return calls.job_pipelined(job)
 
 
 def _has_fit_errors(job: JobInfo, task: TaskInfo, within: Within | None) -> bool:
@@ -278,6 +295,7 @@ def _continue(job: JobInfo, within: Within | None) -> bool:
 
 class AllocateAction(Action):
     name = "allocate"
+    _all_nodes: tuple[Session, IntArray] | None = None  # see _candidate_nodes
 
     def execute(self, ssn: Session) -> None:
         self.caches = NodeCaches(ssn)
@@ -292,9 +310,10 @@ class AllocateAction(Action):
         # has popped, so the keys of the jobs waiting in a queue hold until they are popped.
         job_key = ssn.job_sort_key()
         job_valid = ssn.caller(P.JOB_VALID)  # asked of every job
+        enqueues, backfills = "enqueue" in ssn.enabled_actions, "backfill" in ssn.enabled_actions
         for job in ssn.jobs.values():
             if job.is_pending():
-                if "enqueue" in ssn.enabled_actions:
+                if enqueues:
                     continue
                 job.phase = PodGroupPhase.INQUEUE
             invalid = job_valid(job)
@@ -305,10 +324,14 @@ class AllocateAction(Action):
                 continue
             if job.queue not in ssn.queues:
                 continue
-            tasks = schedulable_tasks(job)
+            # Most jobs of a busy cluster have no pending task: nothing to sort out for them.
+            pending = job.status_index.get(_PENDING)
+            if not pending:
+                continue
+            tasks = _schedulable(pending.values())
             if not tasks:
-                if "backfill" not in ssn.enabled_actions:
-                    best_effort = [t for t in job.tasks_in(S.PENDING) if t.resreq.is_empty() and not t.sch_gated]
+                if not backfills:
+                    best_effort = [t for t in pending.values() if t.resreq.is_empty() and not t.sch_gated]
                     if best_effort:
                         ssn.explain(job, best_effort_why(len(best_effort)))
                 continue
@@ -319,9 +342,10 @@ class AllocateAction(Action):
             worksheets[job.uid] = PriorityQueue(ssn.task_order, tasks, key=ssn.task_sort_key(tasks))
             if job.sub_jobs is not None:
                 sheets[job.uid] = organize(ssn, job, tasks)
+        topology: dict[str, JobTopology] | None = None  # ssn.topology, read once a job is popped
         while not queues.empty():
             queue = queues.pop()
-            if ssn.call(P.OVERUSED, queue):
+            if self.calls.overused(queue):
                 # Dropped for the rest of the action (as in Volcano): its jobs wait this session.
                 waiting = jobs_by_queue.get(queue.uid)
                 while waiting is not None and not waiting.empty():
@@ -332,7 +356,9 @@ class AllocateAction(Action):
                 continue
             job = jobs.pop()
             worksheet = worksheets[job.uid]
-            topo = ssn.topology.get(job.uid) if ssn.topology else None
+            if topology is None:
+                topology = ssn.topology
+            topo = topology.get(job.uid) if topology else None
             sheet = sheets.get(job.uid)
             if sheet is not None:
                 stmt = allocate_for_job(self, ssn, job, queue, sheet)
@@ -358,11 +384,18 @@ class AllocateAction(Action):
         stmt = ssn.statement()
         decision = ssn.decision(job)
         calls = self.calls
-        all_nodes = ssn.candidate_nodes() if within is None else within.rows
+        # Taken once a task gets past the queue's checks (on a full cluster no task may).
+        all_nodes: IntArray | None = None if within is None else within.rows
+        # The verdict names the last task the queue refused: written at the first refusal (its
+        # place among the verdicts) and once more after the loop if others followed.
+        refused: TaskInfo | None = None
+        refusals = 0
         while not tasks.empty():
             task = tasks.pop()
             if not calls.allocatable(queue, task):
-                decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                if not refusals:
+                    decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {task.name}"
+                refused, refusals = task, refusals + 1
                 if decision.why is None:  # explain keeps the first reason: skip making the others
                     ssn.explain(job, partial(ssn.why_not_allocatable, queue, task))
                 continue
@@ -373,6 +406,8 @@ class AllocateAction(Action):
                     f"Task {task.name} with role spec {task.role} has already predicated failed, skip"
                 )
                 continue
+            if all_nodes is None:
+                all_nodes = self._candidate_nodes(ssn)
             err = calls.pre_predicate(task)
             if err is not None:
                 fe = FitErrors(err)
@@ -410,9 +445,11 @@ class AllocateAction(Action):
                 within.placed(task, node.name)
             if _ready(ssn, job, within, calls):
                 break
+        if refused is not None and refusals > 1:
+            decision.verdicts["allocatable"] = f"queue {queue.name} has no room for {refused.name}"
         if _ready(ssn, job, within, calls):
             return stmt
-        if _pipelined(ssn, job, within):
+        if _pipelined(ssn, job, within, calls):
             if within is None or within.sub is None:  # a sub-job's try is not the job's outcome
                 decision.outcome = "pipelined"
             return stmt
@@ -420,6 +457,16 @@ class AllocateAction(Action):
         if within is None or within.sub is None:
             decision.outcome = "discarded"
         return None
+
+    def _candidate_nodes(self, ssn: Session) -> IntArray:
+        """``ssn.candidate_nodes()``, taken once per session: every job that gets past its queue
+        would take the same rows.  Read-only, as nothing may change it for the next job."""
+        got = self._all_nodes
+        if got is None or got[0] is not ssn:
+            rows = ssn.candidate_nodes()
+            rows.flags.writeable = False
+            got = self._all_nodes = (ssn, rows)
+        return got[1]
 
     def _filter_every_node(self, ssn: Session, task: TaskInfo, idx: IntArray, within: Within | None) -> Filtered:
         """``filter_nodes`` over every node, for the reasons each failed.  When no node passes and

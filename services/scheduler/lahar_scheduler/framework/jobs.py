@@ -32,8 +32,10 @@ _READY = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED)
 # Statuses valid_num and allocated_num count, in the order they always counted them.
 _VALID = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED, S.SUCCEEDED, S.PIPELINED, S.PENDING)
 _ALLOCATED = (S.BOUND, S.BINDING, S.RUNNING, S.ALLOCATED)
+_READY_SET, _VALID_SET = frozenset(_READY), frozenset(_VALID)
 _PIPELINED = S.PIPELINED
 _PENDING = S.PENDING
+_RELEASING = S.RELEASING
 _PENDING_PHASES = ("", PodGroupPhase.PENDING)
 # The PodGroup annotation Volcano records a job's allocated HyperNode in.
 JOB_ALLOCATED_HYPERNODE = "volcano.sh/job-allocated-hypernode"
@@ -477,11 +479,10 @@ class JobInfo:
         return len(bucket) if bucket else 0
 
     def valid_num(self) -> int:
-        idx = self.status_index
+        # Over the job's buckets (one or two, mostly), not over the seven statuses.
         n = 0
-        for s in _VALID:
-            bucket = idx.get(s)
-            if bucket:
+        for s, bucket in self.status_index.items():
+            if s in _VALID_SET:
                 n += len(bucket)
         return n
 
@@ -498,10 +499,17 @@ class JobInfo:
         return sum(len(v) for k, v in self.status_index.items() if k in SCHEDULED_STATUSES)
 
     def releasing_scheduled_num(self) -> int:
-        return sum(1 for t in self.tasks_in(S.RELEASING) if t.node_name)
+        bucket = self.status_index.get(_RELEASING)
+        return sum(1 for t in bucket.values() if t.node_name) if bucket else 0
 
     def is_ready(self) -> bool:
-        return self.ready_num() + self.pending_best_effort >= self.min_available
+        # ready_num() + pending_best_effort, counted here: asked per job at every session's
+        # close and per task placed.
+        n = self.pending_best_effort
+        for s, bucket in self.status_index.items():  # its buckets: mostly one or two
+            if s in _READY_SET:
+                n += len(bucket)
+        return n >= self.min_available
 
     def is_pipelined(self) -> bool:
         return self.waiting_num() + self.ready_num() + self.pending_best_effort >= self.min_available

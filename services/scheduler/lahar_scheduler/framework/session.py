@@ -52,6 +52,7 @@ from lahar_scheduler.framework.snapshot import Snapshot, parse_time
 from lahar_scheduler.framework.statement import Statement
 from lahar_scheduler.framework.stats import ON_SESSION_CLOSE, ON_SESSION_OPEN, SessionStats, Stopwatch
 from lahar_scheduler.framework.subjobs import SubJobInfo
+from lahar_scheduler.framework.sums import RunSums
 from lahar_scheduler.framework.topology import JobTopology, job_topologies, sub_job_topologies
 from lahar_scheduler.framework.types import (
     ALLOCATED_STATUSES,
@@ -133,6 +134,10 @@ class SessionResult:
 
 class Session:
     """Volcano's Session: the tiers' callbacks, combined per extension point."""
+
+    # Per-job sums the plugins' opens share (drf and proportion both sum what every job holds);
+    # None outside ``open``, when tasks move.
+    open_sums: RunSums | None = None
 
     def __init__(
         self,
@@ -239,6 +244,7 @@ class Session:
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> Session:
         opened = self.stopwatch.now()
+        self.open_sums = RunSums()
         for tier in self.conf.tiers:
             for opt in tier.plugins:
                 plugin = self._plugin_types[opt.name](opt.arguments)
@@ -247,7 +253,10 @@ class Session:
                 plugin.on_session_open(self)
                 self._timed(plugin.name, ON_SESSION_OPEN, started)
                 self.plugins.append(plugin)
+                if self._touched:  # a plugin moved a task: what the sums kept may be stale
+                    self.open_sums = RunSums()
         self._option = None
+        self.open_sums = None
         self.result.stats.open_seconds = self.stopwatch.since(opened)
         return self
 
@@ -564,19 +573,27 @@ class Session:
         """Each job's PodGroup status, its tasks' reasons and where its pipelined tasks wait,
         read from each job's status buckets once."""
         podgroups = self.result.podgroups
+        conditions, old_status, uid = self.conditions, self._old_status, self.uid
         for job in self.jobs.values():
             idx = job.status_index
-            self._task_reasons(job, idx.get(S.PENDING), idx.get(S.PIPELINED))
-            conds = self.conditions.get(job.uid, [])
+            pending, pipelined = idx.get(_PENDING), idx.get(_PIPELINED)
+            if pending or pipelined:
+                self._task_reasons(job, pending, pipelined)
+            conds = conditions.get(job.uid, [])
             unschedulable = False
             for c in conds:
-                if c.type == "Unschedulable" and c.status == "True" and c.transition_id == self.uid:
+                if c.type == "Unschedulable" and c.status == "True" and c.transition_id == uid:
                     unschedulable = True
                     break
-            running, succeeded, failed = _size(idx, S.RUNNING), _size(idx, S.SUCCEEDED), _size(idx, S.FAILED)
+            bucket = idx.get(_RUNNING)
+            running = len(bucket) if bucket else 0
+            bucket = idx.get(_SUCCEEDED)
+            succeeded = len(bucket) if bucket else 0
+            bucket = idx.get(_FAILED)
+            failed = len(bucket) if bucket else 0
             phase = _phase(job, unschedulable, running, succeeded, failed)
-            old_phase, old_conds = self._old_status[job.uid]
-            changed = phase != old_phase or _conditions_changed(conds, old_conds)
+            old_phase, old_conds = old_status[job.uid]
+            changed = phase != old_phase or len(conds) != len(old_conds) or _conditions_changed(conds, old_conds)
             podgroups[job.uid] = PodGroupUpdate(phase, conds, running, succeeded, failed, changed)
             job.phase = phase
 
@@ -586,9 +603,10 @@ class Session:
         """Why each pending task waits; where each pipelined one waits (``result.pipelined``)."""
         reasons = self.result.task_reasons
         if pending:
+            fit_errors = job.fit_errors
             for t in pending.values():
-                err = job.fit_errors.get(t.uid)
-                if t.last_status == S.ALLOCATED:
+                err = fit_errors.get(t.uid)
+                if t.last_status == _ALLOCATED:
                     msg = f"Pod {t.key} can possibly be assigned to {t.last_node}, once minAvailable is satisfied"
                     reasons[t.key] = TaskReason("Schedulable", msg)
                 elif err is not None:
@@ -596,7 +614,7 @@ class Session:
         if pipelined:
             waiting = self.result.pipelined
             for t in pipelined.values():
-                key, node = t.key, t.node_name
+                key, node = f"{t.namespace}/{t.name}", t.node_name  # TaskInfo.key, without its call
                 waiting[key] = node
                 msg = (
                     f"Pod {key} can possibly be assigned to {node}, "
@@ -677,6 +695,12 @@ def _scores_local_of(fn: Callable[..., Any]) -> Callable[[TaskInfo], bool] | Non
 
 # Summed in the frozenset's own order, as the per-status loop always summed them.
 _HELD = tuple(ALLOCATED_STATUSES)
+# The members the close reads per job and per task, looked up once: on Python 3.11 reading a
+# member off an enum class goes through the enum's slow lookup hook (~80 ns each time).
+_PENDING, _PIPELINED, _ALLOCATED, _BOUND = S.PENDING, S.PIPELINED, S.ALLOCATED, S.BOUND
+_RUNNING, _RELEASING, _SUCCEEDED, _FAILED = S.RUNNING, S.RELEASING, S.SUCCEEDED, S.FAILED
+_UNKNOWN_PHASE, _COMPLETED_PHASE, _RUNNING_PHASE = PodGroupPhase.UNKNOWN, PodGroupPhase.COMPLETED, PodGroupPhase.RUNNING
+_INQUEUE_PHASE, _PENDING_PHASE = PodGroupPhase.INQUEUE, PodGroupPhase.PENDING
 
 
 def _by_creation(lc: str, luid: str, rc: str, ruid: str) -> int:
@@ -733,17 +757,18 @@ def _size(idx: dict[TaskStatus, dict[str, TaskInfo]], status: TaskStatus) -> int
 def _phase(job: JobInfo, unschedulable: bool, running: int, succeeded: int, failed: int) -> str:
     """``pod_group_phase`` with the job's running, succeeded and failed counts already taken."""
     if running and unschedulable:
-        return PodGroupPhase.UNKNOWN
+        return _UNKNOWN_PHASE
+    idx = job.status_index
     # scheduled_num (running, bound, failed, succeeded) plus releasing_scheduled_num.
-    scheduled = running + _size(job.status_index, S.BOUND) + failed + succeeded
-    releasing = job.status_index.get(S.RELEASING)
+    bound = idx.get(_BOUND)
+    scheduled = running + (len(bound) if bound else 0) + failed + succeeded
+    releasing = idx.get(_RELEASING)
     if releasing:
         scheduled += sum(1 for t in releasing.values() if t.node_name)
-    completed = succeeded + failed
     if scheduled >= job.min_available:
-        return PodGroupPhase.COMPLETED if scheduled == completed else PodGroupPhase.RUNNING
-    if job.phase != PodGroupPhase.INQUEUE:
-        return PodGroupPhase.PENDING
+        return _COMPLETED_PHASE if scheduled == succeeded + failed else _RUNNING_PHASE
+    if job.phase != _INQUEUE_PHASE:
+        return _PENDING_PHASE
     return job.phase
 
 

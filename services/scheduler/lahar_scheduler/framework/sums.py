@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lahar.api.resource import Resource
-from lahar_scheduler.framework.jobs import TaskInfo
-from lahar_scheduler.framework.types import TaskStatus
+from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
+from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus
 
 # What a job without such tasks sums to.  Read only.
 NOTHING = Resource()
+# What a job holds, summed status by status in the set's own order (as drf and proportion do).
+HELD = tuple(ALLOCATED_STATUSES)
+_UNSEEN = Resource()  # ``held``'s marker for a job not asked yet
 
 
 class RunSums:
@@ -25,6 +28,15 @@ class RunSums:
     def __init__(self) -> None:
         # Keyed by the request's id; the request is kept, so its id cannot be reused meanwhile.
         self._sums: dict[tuple[int, int], tuple[Resource, Resource]] = {}
+        self._held: dict[str, Resource | None] = {}  # ``held`` per job uid
+
+    def held(self, job: JobInfo) -> Resource | None:
+        """``one_run(job.status_index, HELD)``, kept per job: drf and proportion both ask it of
+        every job as a session opens (``Session.open_sums``), while no task moves."""
+        got = self._held.get(job.uid, _UNSEEN)
+        if got is _UNSEEN:
+            got = self._held[job.uid] = self.one_run(job.status_index, HELD)
+        return got
 
     def times(self, r: Resource, n: int) -> Resource:
         """``Resource().add_times(r, n)``."""
@@ -48,11 +60,57 @@ class RunSums:
                 found = bucket
         if found is None:
             return NOTHING
-        first: Resource | None = None
-        for t in found.values():
-            if first is None:
-                first = t.resreq
-            elif t.resreq is not first:
+        tasks = iter(found.values())
+        first = next(tasks).resreq
+        for t in tasks:
+            if t.resreq is not first:
                 return None
-        assert first is not None
         return self.times(first, len(found))
+
+
+class AddRuns:
+    """``total.add(r)`` for each ``r`` given, in order, taken as one ``add_times`` per run of the
+    very same object (the same floats bit for bit: see ``Resource.add_times``).  At a session's
+    open most jobs hold one shared sum (``RunSums.times``), so a queue's total is a few adds.
+    ``flush`` adds the run still open: call it before reading ``total``."""
+
+    __slots__ = ("_last", "_n", "total")
+
+    def __init__(self, total: Resource) -> None:
+        self.total = total
+        self._last: Resource | None = None
+        self._n = 0
+
+    def add(self, r: Resource) -> None:
+        if r is self._last:
+            self._n += 1
+            return
+        if self._last is not None:
+            self.total.add_times(self._last, self._n)
+        self._last, self._n = r, 1
+
+    def flush(self) -> None:
+        if self._last is not None:
+            self.total.add_times(self._last, self._n)
+            self._last, self._n = None, 0
+
+
+def add_equal_runs(total: Resource, resources: Iterable[Resource]) -> None:
+    """``total.add(r)`` for each ``r`` in order, one ``add_times`` per run of equal amounts (a
+    session's jobs mostly hold one of a few sums).  The same floats as the adds one by one
+    when ``total`` holds no -0.0 (a new Resource): no partial sum is then -0.0, and adding
+    -0.0 or 0.0 (equal amounts) to any other number gives the same; equal scalars name the
+    same resources, and the first's order is the order the adds would insert them in."""
+    last: Resource | None = None
+    n = 0
+    for r in resources:
+        if last is not None and (
+            r is last or (r.milli_cpu == last.milli_cpu and r.memory == last.memory and r.scalars == last.scalars)
+        ):
+            n += 1
+            continue
+        if last is not None:
+            total.add_times(last, n)
+        last, n = r, 1
+    if last is not None:
+        total.add_times(last, n)

@@ -22,7 +22,7 @@ from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.simhooks import pair_local
-from lahar_scheduler.framework.sums import RunSums
+from lahar_scheduler.framework.sums import RunSums, add_equal_runs
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, Vote
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.hdrf import Attr, Node, Tree, dominant_share
@@ -47,11 +47,11 @@ class DrfPlugin(Plugin):
         self.names = self.total.names()
         self.attrs: dict[str, Attr] = {}
         self._floors: dict[bytes, float] = {}  # per task shape, for preempt_ceiling
-        sums = RunSums()
+        sums = ssn.open_sums or RunSums()
         shares: dict[int, float] = {}  # per shared sum (by id; sums keeps them alive)
         attrs = self.attrs
         for job in ssn.jobs.values():
-            one = sums.one_run(job.status_index, _HELD)
+            one = sums.held(job)
             if one is None:
                 held = Resource()
                 for status in _HELD:
@@ -219,17 +219,40 @@ class DrfPlugin(Plugin):
     def on_session_close(self, ssn: Session) -> None:
         """Each job's share (Volcano's job_share) and each namespace's: the dominant share of
         what its jobs hold together (namespace_share)."""
-        by_namespace: dict[str, Resource] = {}
+        by_namespace: dict[str, list[Resource]] = {}
         stats = ssn.result.stats
+        numbers_of, jobs = stats.jobs, ssn.jobs
+        shares: dict[tuple[object, ...], float] = {}  # stale shares by what their jobs hold
         for uid, attr in self.attrs.items():
-            job = ssn.jobs[uid]
-            stats.job(uid, job.name, job.namespace, job.queue).share = attr.share
+            job = jobs[uid]
+            numbers = numbers_of.get(uid)
+            if numbers is None:
+                numbers = stats.job(uid, job.name, job.namespace, job.queue)
+            numbers.share = _fresh_share(attr, shares)
             held = by_namespace.get(job.namespace)
             if held is None:
-                held = by_namespace[job.namespace] = Resource()
-            held.add(attr.allocated)
-        for namespace, held in by_namespace.items():
-            stats.namespace_shares[namespace] = self.dominant(held)
+                held = by_namespace[job.namespace] = []
+            held.append(attr.allocated)
+        for namespace, allocations in by_namespace.items():
+            total = Resource()
+            add_equal_runs(total, allocations)
+            stats.namespace_shares[namespace] = self.dominant(total)
+
+
+def _fresh_share(attr: Attr, shares: dict[tuple[object, ...], float]) -> float:
+    """``attr.share``; a share gone stale (its job's tasks moved) taken from ``shares`` when a
+    job holding the same amounts computed it (the dominant share reads the amounts alone, and
+    compares them as numbers: -0.0 is 0.0 to it)."""
+    if not isinstance(attr, _JobAttr) or not attr.is_stale():
+        return attr.share
+    held = attr.allocated
+    key = (held.milli_cpu, held.memory, *held.scalars.items())
+    share = shares.get(key)
+    if share is None:
+        share = shares[key] = attr.share
+    else:
+        attr.share = share
+    return share
 
 
 class _JobAttr(Attr):
@@ -239,9 +262,11 @@ class _JobAttr(Attr):
     of it marks the share stale), so the same float as computing it at each move."""
 
     def __init__(self, allocated: Resource, share: float, dominant: Callable[[Resource], float]) -> None:
+        # What Attr's __init__ sets (allocated, and the share through its setter), set directly:
+        # a session opens with one per job.
+        self.allocated = allocated
         self._share: float | None = share
         self._dominant = dominant
-        super().__init__(allocated, share)
 
     @property
     def share(self) -> float:
@@ -255,6 +280,9 @@ class _JobAttr(Attr):
 
     def stale(self) -> None:
         self._share = None
+
+    def is_stale(self) -> bool:
+        return self._share is None
 
 
 class _Preemptable:

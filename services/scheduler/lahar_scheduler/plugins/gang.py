@@ -11,12 +11,14 @@ from lahar_scheduler.framework.eviction import EvictionContext
 from lahar_scheduler.framework.jobs import JobInfo, TaskInfo
 from lahar_scheduler.framework.pq import ByKey
 from lahar_scheduler.framework.session import Condition, Session
+from lahar_scheduler.framework.stats import JobNumbers
 from lahar_scheduler.framework.subjobs import SubJobInfo
 from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
 from lahar_scheduler.framework.why import Why
 from lahar_scheduler.plugins.base import NoArgs, Plugin
 
 S = TaskStatus
+_PENDING = S.PENDING  # read per job at close (an enum class's member lookup is slow on 3.11)
 
 
 class GangPlugin(Plugin):
@@ -84,14 +86,18 @@ class GangPlugin(Plugin):
     def on_session_close(self, ssn: Session) -> None:
         stats = ssn.result.stats
         stats.unschedulable_jobs = 0
+        numbers_of = stats.jobs
+        # One condition for every ready job: conditions are replaced, never changed in place.
+        scheduled = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
         for job in ssn.jobs.values():
             if not job.tasks:
                 continue
-            numbers = stats.job(job.uid, job.name, job.namespace, job.queue)
+            numbers = numbers_of.get(job.uid)
+            if numbers is None:  # stats.job, without its call (gang's close is the first to ask)
+                numbers = numbers_of[job.uid] = JobNumbers(job.name, job.namespace, job.queue)
             if job.is_ready():
                 numbers.unschedulable_tasks = 0
-                cond = Condition("Scheduled", "True", "tasks in gang are ready to be scheduled", "", ssn.uid)
-                ssn.update_podgroup_condition(job, cond)
+                ssn.update_podgroup_condition(job, scheduled)
                 continue
             if _skip_for_releasing(job):
                 continue
@@ -185,7 +191,8 @@ JOB_ORDER: ByKey[JobInfo] = ByKey(_ready_key)
 
 def _placeable(job: JobInfo) -> int:
     """Ready tasks plus pending tasks this session could place before the gang was discarded."""
-    tried = sum(1 for t in job.tasks_in(S.PENDING) if t.last_status in ALLOCATED_STATUSES)
+    pending = job.status_index.get(_PENDING)
+    tried = sum(1 for t in pending.values() if t.last_status in ALLOCATED_STATUSES) if pending else 0
     return job.ready_num() + tried
 
 

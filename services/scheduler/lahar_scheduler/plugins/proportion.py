@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
@@ -18,8 +19,8 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.jobs import JobInfo, QueueInfo, TaskInfo
 from lahar_scheduler.framework.session import EventHandler, Session
 from lahar_scheduler.framework.stats import QueueNumbers
-from lahar_scheduler.framework.sums import NOTHING, RunSums
-from lahar_scheduler.framework.types import ALLOCATED_STATUSES, TaskStatus, Vote
+from lahar_scheduler.framework.sums import NOTHING, AddRuns, RunSums
+from lahar_scheduler.framework.types import TaskStatus, Vote
 from lahar_scheduler.framework.why import Pool, Why, amount, capability_why, queue_state_why, quota_why, shortages
 from lahar_scheduler.plugins.base import Plugin
 from lahar_scheduler.plugins.proportion_sim import allocatable_callback, register_simulation
@@ -33,9 +34,9 @@ from lahar_scheduler.plugins.queueshare import (
 )
 
 S = TaskStatus
-# job_usage's statuses: a job's held tasks (summed bucket by bucket), and its pending ones.
-_HELD = tuple(ALLOCATED_STATUSES)
+# job_usage's pending statuses (its held ones: sums.HELD, summed bucket by bucket).
 _PENDING = (S.PENDING,)
+_PENDING_STATUS = S.PENDING  # read per job (an enum class's member lookup is slow on 3.11)
 
 
 class ProportionArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -118,9 +119,9 @@ def _usage(sums: RunSums, job: JobInfo) -> tuple[Resource, Resource]:
     """``job_usage(job)``, from ``sums`` when the job's held or pending tasks are one run of one
     request (so the sums are one ``add_times`` each); the pair is then shared, to be read only."""
     idx = job.status_index
-    held = sums.one_run(idx, _HELD)
+    held = sums.held(job)
     if held is not None:
-        pending = idx.get(S.PENDING)
+        pending = idx.get(_PENDING_STATUS)
         if not pending:
             return held, held  # request = held + nothing pending: the same add_times
         if held is NOTHING:
@@ -153,6 +154,8 @@ class ProportionPlugin(Plugin):
             if q.guarantee is not None:
                 self.total_guarantee.add(q.guarantee)
         self.attrs = self._queue_attrs(ssn)
+        # why_not_allocatable's answers by queue, request and the queue's numbers.
+        self._refusals: dict[tuple[object, ...], tuple[Why, str] | Literal[False]] = {}
         water_fill(self.attrs, self.total)
         ssn.add(P.QUEUE_ORDER, self.queue_order)
         ssn.add(P.RECLAIMABLE, self.reclaimable)
@@ -167,15 +170,19 @@ class ProportionPlugin(Plugin):
     def _queue_attrs(self, ssn: Session) -> dict[str, QueueAttr]:
         """Each queue with jobs: what it holds, asks and has admitted."""
         attrs: dict[str, QueueAttr] = {}
-        sums = RunSums()
+        sums = ssn.open_sums or RunSums()
+        # Per queue, its held and asked sums (flushed below, before anything reads them).
+        adds: dict[str, tuple[AddRuns, AddRuns]] = {}
         for job in ssn.jobs.values():
             attr = attrs.get(job.queue)
             if attr is None:
                 attr = attrs[job.queue] = self._new_attr(ssn.queues[job.queue])
                 attr.pool = Pool("the cluster", self.total, self.total_guarantee)
+                adds[job.queue] = (AddRuns(attr.allocated), AddRuns(attr.request))
             allocated, request = _usage(sums, job)
-            attr.allocated.add(allocated)
-            attr.request.add(request)
+            held, asked = adds[job.queue]
+            held.add(allocated)
+            asked.add(request)
             if job.min_resources is None:
                 _add_positive(attr.elastic, job.allocated)  # elastic_resources without a minimum
                 continue  # job_inqueue is None without a minimum
@@ -183,6 +190,9 @@ class ProportionPlugin(Plugin):
             if inqueue is not None:
                 attr.inqueue.add(inqueue)
             attr.elastic.add(elastic_resources(job))
+        for held, asked in adds.values():
+            held.flush()
+            asked.flush()
         return attrs
 
     def _new_attr(self, q: QueueInfo) -> QueueAttr:
@@ -315,10 +325,25 @@ class ProportionPlugin(Plugin):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return None
-        ok, names = attr.allocated.clone().add(task.resreq).less_equal_in(attr.deserved, task.resreq)
-        if ok:
+        # A full cluster refuses every pending job alike: the text is made once per refusal.
+        # What else it reads, deserved and real capability, is fixed once the session opened.
+        key = (queue.uid, _amounts(task.resreq), _amounts(attr.allocated))
+        refusals = self._refusals
+        got = refusals.get(key)
+        if got is None:
+            got = refusals[key] = self._refusal(queue, attr, task.resreq)
+        if got is False:
             return None
-        short = shortages(task.resreq, attr.allocated, attr.deserved, names)
+        why, asks = got
+        return Why(why.action, why.plugin, why.summary, why.remedy, [*why.details, f"task {task.name} asks {asks}"])
+
+    def _refusal(self, queue: QueueInfo, attr: QueueAttr, resreq: Resource) -> tuple[Why, str] | Literal[False]:
+        """Why ``queue`` refuses a request of ``resreq`` (False: it does not), and the
+        request as the explanation prints it."""
+        ok, names = attr.allocated.clone().add(resreq).less_equal_in(attr.deserved, resreq)
+        if ok:
+            return False
+        short = shortages(resreq, attr.allocated, attr.deserved, names)
         never = [s for s in short if s.requested > attr.real_capability.get(s.name)]
         if never:
             caps = ", ".join(f"{amount(s.name, attr.real_capability.get(s.name))} {s.name}" for s in never)
@@ -326,5 +351,14 @@ class ProportionPlugin(Plugin):
         else:
             remedy = "raise its weight or guarantee (deserved is its weighted share of the cluster), add nodes"
         why = quota_why("allocate", self.name, queue.name, short, "deserved", remedy, freeable=not never)
-        why.details.append(f"task {task.name} asks {task.resreq}")
-        return why
+        return why, str(resreq)
+
+
+def _amounts(r: Resource) -> tuple[object, ...]:
+    """A key for what ``r`` holds, equal only where its amounts compare and print alike (the
+    sign of a zero is part of it: -0.0 == 0.0, but one prints as "-0")."""
+    cpu, memory, scalars = r.milli_cpu, r.memory, r.scalars
+    key = (cpu, memory, *scalars.items())
+    if cpu and memory and all(scalars.values()):
+        return key
+    return (key, tuple(math.copysign(1.0, v) for v in (cpu, memory, *scalars.values())))
