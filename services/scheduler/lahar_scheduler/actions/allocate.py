@@ -151,7 +151,12 @@ class NodeCaches:
     def local(self, task: TaskInfo) -> bool:
         """``Session.predicates_local``: every predicate's verdict on a node depends only on it."""
         checks = self._locals
-        return checks is not None and all(check(task) for check in checks)
+        if checks is None:
+            return False
+        for check in checks:  # noqa: SIM110 - all() over a generator is a frame more per task
+            if not check(task):
+                return False
+        return True
 
     def feasible(self, task: TaskInfo) -> tuple[IntArray, IntArray] | None:
         """(nodes fitting idle now, nodes fitting only future idle), both passing predicates;
