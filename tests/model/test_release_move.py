@@ -50,6 +50,16 @@ def fractional_everywhere(snap: Snapshot, seed: int) -> None:
         table.add_task(node, t)
 
 
+def twins(objs: list[Any], seed: int) -> tuple[Snapshot, Snapshot]:
+    """Two equal snapshots of ``objs`` with the same fractional vectors."""
+    made = []
+    for _ in range(2):
+        snap = snapshot(objs)
+        fractional_everywhere(snap, seed)
+        made.append(snap)
+    return made[0], made[1]
+
+
 def state(snap: Snapshot) -> tuple[Any, ...]:
     table = snap.nodes
     return (
@@ -64,12 +74,7 @@ def state(snap: Snapshot) -> tuple[Any, ...]:
 @settings(max_examples=80, deadline=None)
 @given(contended(), st.integers(0, 2**16))
 def test_an_eviction_move_leaves_the_rows_as_off_and_on_again(objs: list[Any], seed: int) -> None:
-    snaps = []
-    for _ in range(2):
-        snap = snapshot(objs)
-        fractional_everywhere(snap, seed)
-        snaps.append(snap)
-    fast, slow = snaps
+    fast, slow = twins(objs, seed)
     rng = random.Random(seed)
     running = [k for k in sorted(fast.tasks) if fast.tasks[k].node_name and fast.tasks[k].status == S.RUNNING]
     picked = rng.sample(running, rng.randint(0, len(running)))
@@ -90,12 +95,7 @@ def test_an_eviction_move_leaves_the_rows_as_off_and_on_again(objs: list[Any], s
 def test_an_eviction_is_the_move_then_out_of_the_scorers_view(objs: list[Any], seed: int) -> None:
     """``Snapshot.release`` (what a statement's evict does) against the plain move to Releasing
     followed by ``set_scored(task, False)``, tasks already out of the view included."""
-    snaps = []
-    for _ in range(2):
-        snap = snapshot(objs)
-        fractional_everywhere(snap, seed)
-        snaps.append(snap)
-    fast, slow = snaps
+    fast, slow = twins(objs, seed)
     rng = random.Random(seed)
     placed = [k for k in sorted(fast.tasks) if fast.tasks[k].node_name]
     picked = rng.sample(placed, rng.randint(0, len(placed)))

@@ -41,7 +41,7 @@ from lahar_scheduler.framework import points as P
 from lahar_scheduler.framework.ceiling import VictimCeiling
 from lahar_scheduler.framework.pq import PriorityQueue
 from lahar_scheduler.framework.types import PREEMPTABLE_STATUSES
-from lahar_scheduler.framework.victims import NeedMemo, victims_queue
+from lahar_scheduler.framework.victims import NeedMemo, kept_per_task, victims_queue
 
 if TYPE_CHECKING:
     from lahar.api.objects import Pod
@@ -360,21 +360,8 @@ class PreemptAction(Action):
                 owner = ssn.jobs.get(first)
                 key = self._task_keys[first] = ssn.task_sort_key(list(owner.tasks.values())) if owner else None
             if key is not None:
-                return iter(sorted(victims, key=self._memo_key(key), reverse=True))
+                return iter(sorted(victims, key=kept_per_task(key, self._victim_keys), reverse=True))
         return _popped(victims_queue(ssn, victims, preemptor))
-
-    def _memo_key(self, key: Callable[[TaskInfo], tuple[object, ...]]) -> Callable[[TaskInfo], tuple[object, ...]]:
-        """``key``, each task's value kept: a task's order key does not move in a session, and
-        a node's remaining victims are sorted again for every preemptor that lands there."""
-        memo = self._victim_keys
-
-        def kept(task: TaskInfo) -> tuple[object, ...]:
-            got = memo.get(task.uid)
-            if got is None:
-                got = memo[task.uid] = key(task)
-            return got
-
-        return kept
 
 
 _UNKNOWN: Any = object()

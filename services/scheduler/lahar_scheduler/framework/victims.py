@@ -47,6 +47,22 @@ def victims_queue(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo
     return PriorityQueue(victim_less(ssn, preemptor), victims)
 
 
+def kept_per_task(
+    key: Callable[[TaskInfo], tuple[object, ...]], kept: dict[str, tuple[object, ...]]
+) -> Callable[[TaskInfo], tuple[object, ...]]:
+    """``key`` (``Session.task_sort_key``'s) with each task's value kept in ``kept``: a task's
+    order key reads its priority, index, creation and uid, none of which moves in a session,
+    and a node's remaining victims are sorted again for every preemptor that lands there."""
+
+    def get(task: TaskInfo) -> tuple[object, ...]:
+        got = kept.get(task.uid)
+        if got is None:
+            got = kept[task.uid] = key(task)
+        return got
+
+    return get
+
+
 def in_victim_order(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo) -> list[TaskInfo]:
     """Every victim, popped in eviction order."""
     queue = victims_queue(ssn, victims, preemptor)
