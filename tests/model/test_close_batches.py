@@ -104,6 +104,24 @@ def state(snap: Snapshot) -> tuple[Any, ...]:
     )
 
 
+def as_run_and_plain(
+    objs: list[Any], kind: str, seed: int, plain: list[tuple[Any, str, Any]]
+) -> tuple[Snapshot, Any, Snapshot, Any]:
+    """The session of ``kind`` on ``objs`` (fractional vectors from ``seed``) as it runs, then
+    on a twin snapshot with ``plain``'s (owner, name, plain function) patched in: both
+    snapshots and both results."""
+    fast = snapshot(objs)
+    fractional(fast, seed)
+    got = run_session(fast, CONFS[kind])
+    slow = snapshot(objs)
+    fractional(slow, seed)
+    with pytest.MonkeyPatch.context() as mp:
+        for owner, name, fn in plain:
+            mp.setattr(owner, name, fn)
+        want = run_session(slow, CONFS[kind])
+    return fast, got, slow, want
+
+
 def plain_rollback(self: Session) -> None:
     """The close's undo as a loop of moves (what Session._rollback_uncommitted batches)."""
     for key, (task, status, at) in reversed(list(self._touched.items())):
@@ -132,16 +150,12 @@ def plain_rescore(self: NodeTable, tasks: list[TaskInfo]) -> None:
 @settings(max_examples=80, deadline=None)
 @given(contended(), st.sampled_from(sorted(CONFS)), st.integers(0, 2**16))
 def test_close_leaves_the_snapshot_as_the_plain_loops_do(objs: list[Any], kind: str, seed: int) -> None:
-    fast = snapshot(objs)
-    fractional(fast, seed)
-    got = run_session(fast, CONFS[kind])
-    slow = snapshot(objs)
-    fractional(slow, seed)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Session, "_rollback_uncommitted", plain_rollback)
-        mp.setattr(NodeTable, "rescore", plain_rescore)
-        mp.setattr(Session, "_update_queue_status", plain_queue_status)
-        want = run_session(slow, CONFS[kind])
+    plain = [
+        (Session, "_rollback_uncommitted", plain_rollback),
+        (NodeTable, "rescore", plain_rescore),
+        (Session, "_update_queue_status", plain_queue_status),
+    ]
+    fast, got, slow, want = as_run_and_plain(objs, kind, seed, plain)
     assert state(fast) == state(slow)
     assert repr((got.podgroups, got.task_reasons, got.pipelined)) == repr(
         (want.podgroups, want.task_reasons, want.pipelined)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_close_batches import CONFS, contended, exact, fractional
+from test_close_batches import CONFS, as_run_and_plain, contended, exact, fractional
 
 from builders import node, pod, podgroup, queue, snapshot
 from lahar.api.resource import Resource
@@ -172,17 +172,13 @@ def result_of(r: Any) -> str:
 @settings(max_examples=80, deadline=None)
 @given(contended(), st.sampled_from(sorted(CONFS)), st.integers(0, 2**16))
 def test_sessions_report_what_the_plain_plugin_methods_report(objs: list[Any], kind: str, seed: int) -> None:
-    fast = snapshot(objs)
-    fractional(fast, seed)
-    got = run_session(fast, CONFS[kind])
-    slow = snapshot(objs)
-    fractional(slow, seed)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ProportionPlugin, "why_not_allocatable", plain_why_not_allocatable)
-        mp.setattr(ProportionPlugin, "_queue_attrs", plain_queue_attrs)
-        mp.setattr(DrfPlugin, "on_session_close", plain_drf_close)
-        mp.setattr(RunSums, "held", plain_held)
-        want = run_session(slow, CONFS[kind])
+    plain = [
+        (ProportionPlugin, "why_not_allocatable", plain_why_not_allocatable),
+        (ProportionPlugin, "_queue_attrs", plain_queue_attrs),
+        (DrfPlugin, "on_session_close", plain_drf_close),
+        (RunSums, "held", plain_held),
+    ]
+    _, got, _, want = as_run_and_plain(objs, kind, seed, plain)
     assert result_of(got) == result_of(want)
 
 
